@@ -16,8 +16,9 @@ import (
 // machines this runs on a first touch of a page costs about 11 µs, which a
 // data path must not pay.
 type Memory struct {
-	b  []byte
-	fd int
+	b      []byte // the usable bytes, as asked of Alloc
+	mapped []byte // the whole mapping, a whole number of pages
+	fd     int
 }
 
 var allocs struct {
@@ -50,7 +51,7 @@ func Alloc(n int) (*Memory, error) {
 	// Best effort: shmem huge pages are often disabled; the mapping works
 	// either way.
 	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
-	m := &Memory{b: b[:n:n], fd: fd}
+	m := &Memory{b: b[:n:n], mapped: b, fd: fd}
 	allocs.Lock()
 	i := sort.Search(len(allocs.byAddr), func(i int) bool { return allocs.byAddr[i].Addr() > m.Addr() })
 	allocs.byAddr = append(allocs.byAddr, nil)
@@ -74,7 +75,7 @@ func (m *Memory) Len() int { return len(m.b) }
 func (m *Memory) Fd() int { return m.fd }
 
 // MappedLen is the length of the mapping, a whole number of pages.
-func (m *Memory) MappedLen() int { return (len(m.b) + pageSize - 1) &^ (pageSize - 1) }
+func (m *Memory) MappedLen() int { return len(m.mapped) }
 
 // Free unmaps the memory. Regions registered over it must be deregistered
 // first; using its bytes afterwards faults.
@@ -90,9 +91,9 @@ func (m *Memory) Free() error {
 	if m.b == nil {
 		return nil
 	}
-	err := unix.Munmap(m.b[:m.MappedLen()])
+	err := unix.Munmap(m.mapped)
 	unix.Close(m.fd)
-	m.b = nil
+	m.b, m.mapped = nil, nil
 	return err
 }
 
