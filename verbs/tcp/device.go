@@ -1,0 +1,235 @@
+package tcp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rdmacell/rdmacell/verbs"
+	"github.com/rdmacell/rdmacell/verbs/internal/soft"
+)
+
+// Options configure a Device. Zero values take the documented defaults,
+// except Secret, which is required.
+type Options struct {
+	// ListenAddr is where the device accepts its peers' connections
+	// (default "127.0.0.1:0"). Listening on an unspecified address
+	// ("0.0.0.0:0", ":7000") advertises Host in Addr instead.
+	ListenAddr string
+	// Secret is the per-job secret both ends of every connection prove
+	// they know; at least 16 bytes. The bootstrap supplies it.
+	Secret []byte
+	// Host identifies the machine in endpoints (default os.Hostname()).
+	Host string
+	// HandshakeTimeout bounds one connection handshake (default 5s).
+	HandshakeTimeout time.Duration
+	// DialTimeout bounds one dial attempt (default 3s).
+	DialTimeout time.Duration
+	// ConnectTimeout is how long a QP in RTR keeps trying to connect
+	// before it moves to StateErr (default 30s). Requests posted while it
+	// waits fail earlier, after the QP's Timeout × (RetryCount+1).
+	ConnectTimeout time.Duration
+	// Logger receives connection failures, refused peers and protocol
+	// violations (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// MinSecretLen is the shortest secret Open accepts.
+const MinSecretLen = 16
+
+// maxHandshakes bounds the handshakes in progress, so that a flood of
+// connections cannot make the device start unbounded goroutines.
+const maxHandshakes = 256
+
+// Device is an opened TCP provider: a listener for its QPs' connections,
+// the protection domains and CQs created from it. It implements
+// verbs.Device.
+type Device struct {
+	opts   Options
+	secret []byte
+	ln     *net.TCPListener
+	addr   string
+	log    *slog.Logger
+	hsSem  chan struct{}
+	wg     sync.WaitGroup // accept loop and handshakes
+
+	mu      sync.Mutex
+	closed  bool
+	qps     map[uint32]*QP
+	cqs     map[*soft.CQ]struct{}
+	pds     map[*PD]struct{}
+	nextQPN uint32
+}
+
+var _ verbs.Device = (*Device)(nil)
+
+// Open validates opts, starts listening and returns the device.
+func Open(opts Options) (*Device, error) {
+	if len(opts.Secret) < MinSecretLen {
+		return nil, fmt.Errorf("%w: tcp secret of %d bytes, want at least %d", verbs.ErrInvalidArgument, len(opts.Secret), MinSecretLen)
+	}
+	if opts.ListenAddr == "" {
+		opts.ListenAddr = "127.0.0.1:0"
+	}
+	if opts.Host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("tcp: host name: %w", err)
+		}
+		opts.Host = h
+	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = 5 * time.Second
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 3 * time.Second
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 30 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	l, err := net.Listen("tcp", opts.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: listen on %q: %w", opts.ListenAddr, err)
+	}
+	ln := l.(*net.TCPListener)
+	la := ln.Addr().(*net.TCPAddr)
+	addr := la.String()
+	if la.IP.IsUnspecified() {
+		addr = net.JoinHostPort(opts.Host, fmt.Sprint(la.Port))
+	}
+	d := &Device{
+		opts:   opts,
+		secret: append([]byte(nil), opts.Secret...),
+		ln:     ln,
+		addr:   addr,
+		log:    log.With("provider", "tcp", "addr", addr),
+		hsSem:  make(chan struct{}, maxHandshakes),
+		qps:    make(map[uint32]*QP),
+		cqs:    make(map[*soft.CQ]struct{}),
+		pds:    make(map[*PD]struct{}),
+		// QPNs start at a random point so that a peer holding an endpoint
+		// of an earlier device on the same address does not find a QP.
+		nextQPN: randUint32() | 1,
+	}
+	d.wg.Add(1)
+	go d.acceptLoop()
+	return d, nil
+}
+
+// Provider implements verbs.Device.
+func (d *Device) Provider() string { return "tcp" }
+
+// Addr is the address peers dial to reach this device's QPs; it is the
+// Addr of every endpoint the device hands out.
+func (d *Device) Addr() string { return d.addr }
+
+// Host is the machine name the device puts in endpoints.
+func (d *Device) Host() string { return d.opts.Host }
+
+// AllocPD implements verbs.Device.
+func (d *Device) AllocPD() (verbs.PD, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("tcp: alloc PD: %w", verbs.ErrClosed)
+	}
+	pd := &PD{d: d}
+	d.pds[pd] = struct{}{}
+	return pd, nil
+}
+
+// CreateCQ implements verbs.Device. The CQ is a *soft.CQ; QPs of this
+// device accept only CQs it created.
+func (d *Device) CreateCQ(depth int) (verbs.CQ, error) {
+	cq, err := soft.NewCQ(depth)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("tcp: create CQ: %w", verbs.ErrClosed)
+	}
+	d.cqs[cq] = struct{}{}
+	return cq, nil
+}
+
+// ownCQ returns c as a CQ of this device, or an error naming what it is.
+func (d *Device) ownCQ(c verbs.CQ, which string) (*soft.CQ, error) {
+	cq, ok := c.(*soft.CQ)
+	if ok {
+		d.mu.Lock()
+		_, ok = d.cqs[cq]
+		d.mu.Unlock()
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %T was not created by this tcp device", verbs.ErrInvalidArgument, which, c)
+	}
+	return cq, nil
+}
+
+// Close implements verbs.Device: it stops listening, moves every open QP
+// to StateErr (flushing its requests) and closes it.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	qps := make([]*QP, 0, len(d.qps))
+	for _, q := range d.qps {
+		qps = append(qps, q)
+	}
+	d.mu.Unlock()
+	err := d.ln.Close()
+	for _, q := range qps {
+		if cerr := q.Close(); cerr != nil && !errors.Is(cerr, verbs.ErrClosed) {
+			err = errors.Join(err, cerr)
+		}
+	}
+	d.wg.Wait()
+	d.mu.Lock()
+	clear(d.cqs)
+	clear(d.pds)
+	d.mu.Unlock()
+	return err
+}
+
+func (d *Device) addQP(q *QP) (uint32, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, fmt.Errorf("tcp: create QP: %w", verbs.ErrClosed)
+	}
+	for {
+		n := d.nextQPN
+		d.nextQPN++
+		if _, used := d.qps[n]; !used && n != 0 {
+			d.qps[n] = q
+			return n, nil
+		}
+	}
+}
+
+func (d *Device) removeQP(q *QP) {
+	d.mu.Lock()
+	if d.qps[q.qpn] == q {
+		delete(d.qps, q.qpn)
+	}
+	d.mu.Unlock()
+}
+
+func (d *Device) lookupQP(qpn uint32) *QP {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.qps[qpn]
+}

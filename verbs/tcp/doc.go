@@ -1,0 +1,79 @@
+// Package tcp is the verbs provider for processes on different hosts: RC
+// queue pairs over TCP, one connection per QP.
+//
+// # Connections
+//
+// A Device listens on one address (Options.ListenAddr) and hands out
+// endpoints naming it. Each QP gets its own TCP connection, so each QP has
+// its own source port and, on an ECMP fabric, its own path; QPConfig.
+// LocalAddr binds that connection to a chosen local address and port.
+//
+// The connection is made when the QP moves to RTR. Of the two QPs, the
+// one whose endpoint (Addr, QPN) sorts first dials; the other's device
+// accepts the connection and gives it to the QP it names, if that QP is in
+// RTR or RTS and was given exactly the dialer's endpoint (address, QPN and
+// PSN; Init draws a fresh PSN, so a connection belongs to one incarnation
+// of the pair). A dialer that arrives before its peer reaches RTR is told
+// to come back and retries with backoff. A QP without a connection after
+// Options.ConnectTimeout moves to StateErr; requests posted meanwhile wait
+// for the connection, and fail with StatusRetryExceeded after the QP's
+// Timeout × (RetryCount+1).
+//
+// # Authentication
+//
+// Both ends prove that they know the job's secret (Options.Secret) by a
+// mutual challenge-response before anything else is read: each sends a
+// random nonce and answers the other's with HMAC-SHA256 over both nonces,
+// the direction, both QPNs and PSNs and the dialer's address. A peer with
+// the wrong secret cannot complete it, so it cannot write a byte; the
+// failure is logged naming its address, the dialing QP moves to StateErr,
+// and requests of the accepting QP fail for want of a connection. The
+// stream is not encrypted: like RoCE, the provider trusts the path once
+// both ends are known to belong to the job.
+//
+// # Frames
+//
+// Every frame has a fixed 32-byte header (see frame.go); WRITE,
+// WRITE_WITH_IMM and SEND carry their payload after it, ACK (cumulative),
+// NAK (a PSN and a status) and RNR notices carry none. The decoder checks
+// every field; a malformed or out-of-order frame closes the connection and
+// moves the QP to StateErr (QP.Err wraps ErrProtocol).
+//
+// # Requester
+//
+// PostSend copies each request into a preallocated slot and wakes the
+// QP's sender goroutine, which writes header and payload with one writev
+// per batch, straight from registered memory: no copy, no allocation. A
+// signaled request completes when the acknowledgement covering it
+// arrives, so its data is in the peer's memory. Requests are acknowledged
+// cumulatively; the sender asks for an acknowledgement on signaled
+// requests and on the last frame of each batch. If the peer shows no sign
+// of life (no frame, no progress writing) for Timeout × (RetryCount+1)
+// while requests are outstanding, or the connection breaks (EOF, reset,
+// TCP_USER_TIMEOUT, keepalive), the oldest outstanding request completes
+// with StatusRetryExceeded, the rest are flushed and the QP moves to
+// StateErr.
+//
+// # Responder
+//
+// The QP's receiver goroutine checks every WRITE against the regions of
+// the QP's PD (rkey, bounds, remote write access) before it reads a byte
+// of payload, then reads the payload straight into the region. A refused
+// request is answered with a NAK (StatusRemoteAccess at the requester),
+// both QPs move to StateErr and the memory is untouched. WRITE_WITH_IMM
+// and SEND consume a posted receive (a SEND larger than it fails with
+// StatusLocalLength here and StatusRemoteInvalidRequest at the
+// requester). With no receive posted the responder emulates RNR: it waits
+// up to MinRNRTimer × the requester's RNRRetry (forever for 7) for one,
+// sending RNR notices so the requester knows it is alive, and then answers
+// StatusRNRRetryExceeded. Only the sender goroutine writes to the socket,
+// so the receiver never blocks on a full socket while the peer waits for
+// it to read.
+//
+// # State changes
+//
+// Modify to StateErr closes the connection, waits for the QP's goroutines
+// and flushes every outstanding send and receive request; Modify to
+// StateReset discards them, after which the QP can be taken through Init
+// and RTR to a new peer (or a new incarnation of the same one).
+package tcp
