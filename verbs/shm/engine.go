@@ -104,6 +104,9 @@ func (e *engine) run() {
 			seen = b.load()
 		}
 		if m := e.stopMode.Load(); m != 0 {
+			if e.inflight && l != nil {
+				l.pair.cancel(e.seq)
+			}
 			if m == stopFlush && e.haveRecv {
 				q.recvCQ.Push(verbs.WC{ID: e.recv.ID, Status: verbs.StatusWRFlush, Opcode: verbs.OpRecv, QPN: q.num})
 			}
@@ -202,6 +205,11 @@ func (e *engine) request(l *link, now time.Time) bool {
 		return true
 	}
 	dst, m, st, err := e.remote(l, s.rkey, s.raddr, total, now)
+	if st != verbs.StatusSuccess && e.stopMode.Load() != 0 {
+		// Interrupted while fetching the peer's memory: the QP is
+		// leaving RTS and flushes the request.
+		return false
+	}
 	if st != verbs.StatusSuccess {
 		e.fail(s, st, err)
 		return true
@@ -319,6 +327,9 @@ func (e *engine) complete(s *sendSlot) {
 // everything else and closes the connection; the engine then exits.
 func (e *engine) fail(s *sendSlot, st verbs.Status, cause error) {
 	q := e.q
+	if l := q.link.Load(); e.inflight && l != nil {
+		l.pair.cancel(e.seq)
+	}
 	q.setState(verbs.StateErr)
 	q.sendCQ.Push(verbs.WC{ID: s.id, Status: st, Opcode: s.op, QPN: q.num})
 	q.sq.head.Add(1)

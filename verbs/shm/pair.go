@@ -38,8 +38,20 @@ const (
 	offBellSeq  = 0   // u32
 	offBellFlag = 64  // u32: the engine sleeps
 	offReqSeq   = 128 // u32, then op, imm, len, total, off
+	offClaim    = 152 // u64: seq<<32 | claimOpen, claimTaken or claimCancelled
 	offAckSeq   = 256 // u32, then status, progress
 	offAttached = 384 // u32
+)
+
+// Claim states of a request. The requester opens each request; the
+// responder takes it just before it acts on it (consumes a receive), and a
+// requester that gives up on it (a flush, a timeout) cancels it. Whoever
+// changes it first wins, so a request flushed at the requester is never
+// executed later by the responder.
+const (
+	claimOpen      = 0
+	claimTaken     = 1
+	claimCancelled = 2
 )
 
 // Request descriptor opcodes.
@@ -92,6 +104,7 @@ func (p pairView) postRequest(seq uint32, d desc) {
 	atomic.StoreUint32(p.at(s, offReqSeq+12), d.len)
 	atomic.StoreUint32(p.at(s, offReqSeq+16), d.total)
 	atomic.StoreUint32(p.at(s, offReqSeq+20), d.off)
+	atomic.StoreUint64(p.claim(s), uint64(seq)<<32|claimOpen)
 	atomic.StoreUint32(p.at(s, offReqSeq), seq)
 }
 
@@ -108,6 +121,21 @@ func (p pairView) peerRequest() desc {
 		total: atomic.LoadUint32(p.at(s, offReqSeq+16)),
 		off:   atomic.LoadUint32(p.at(s, offReqSeq+20)),
 	}
+}
+
+func (p pairView) claim(side int) *uint64 {
+	return dword(p.b, sideBase+side*sideBlock+offClaim)
+}
+
+// take claims the peer's request seq for execution; it fails if the
+// requester cancelled it.
+func (p pairView) take(seq uint32) bool {
+	return atomic.CompareAndSwapUint64(p.claim(1-p.side), uint64(seq)<<32|claimOpen, uint64(seq)<<32|claimTaken)
+}
+
+// cancel withdraws this side's request seq unless the responder took it.
+func (p pairView) cancel(seq uint32) {
+	atomic.CompareAndSwapUint64(p.claim(p.side), uint64(seq)<<32|claimOpen, uint64(seq)<<32|claimCancelled)
 }
 
 // ack acknowledges the peer's request seq with status.

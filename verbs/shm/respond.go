@@ -33,6 +33,9 @@ func (e *engine) respond(l *link, now time.Time) bool {
 		if got, worked := e.takeRecv(l, seq, now); !got {
 			return worked
 		}
+		if !l.pair.take(seq) {
+			return e.cancelled(seq)
+		}
 		q.recvCQ.Push(verbs.WC{ID: e.recv.ID, Status: verbs.StatusSuccess, Opcode: verbs.OpRecvWriteImm,
 			Flags: verbs.WCWithImm, ByteLen: d.total, Imm: d.imm, QPN: q.num})
 		e.haveRecv = false
@@ -45,6 +48,9 @@ func (e *engine) respond(l *link, now time.Time) bool {
 		}
 		if got, worked := e.takeRecv(l, seq, now); !got {
 			return worked
+		}
+		if !l.pair.take(seq) {
+			return e.cancelled(seq)
 		}
 		if d.off == 0 && uint64(d.total) > recvLen(e.recv.SGL) {
 			e.endRecv(verbs.StatusLocalLength, d.total)
@@ -131,6 +137,14 @@ func (e *engine) endRecv(st verbs.Status, n uint32) {
 	q := e.q
 	q.recvCQ.Push(verbs.WC{ID: e.recv.ID, Status: st, Opcode: verbs.OpRecv, ByteLen: n, QPN: q.num})
 	e.haveRecv, e.recvOff = false, 0
+}
+
+// cancelled drops the peer's request seq, which its requester withdrew.
+// The receive taken for it stays held for the next request, so receives
+// are still consumed in the order they were posted.
+func (e *engine) cancelled(seq uint32) bool {
+	e.handled, e.rnr = seq, false
+	return true
 }
 
 // answer acknowledges the peer's request seq.
