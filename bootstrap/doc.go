@@ -1,0 +1,38 @@
+// Package bootstrap is how the ranks of an RDMACell job find each other.
+//
+// etcd is the rendezvous. A job lives under one key prefix named by its job
+// id. Each rank joins the job with [Join]: it registers itself (rank, host,
+// pid, endpoints, transport capabilities, provider info) under an etcd lease,
+// reads the job's shared secret (created by whichever rank gets there first),
+// and from then on follows everything that happens in the job through one
+// ordered watch. On top of that it offers:
+//
+//   - [Job.WaitWorld]: wait until every rank has registered;
+//   - [Job.Put] and [Job.Get]: per-peer connection info (QP endpoints, one key
+//     per path), where Get waits until the peer has published the value;
+//   - [Job.Barrier]: a named, reusable barrier;
+//   - [Job.Departures]: liveness. The lease is the signal: a rank whose lease
+//     ends is reported as a [*RankDeadError], one that called [Job.Close] as a
+//     [*RankExitedError].
+//
+// Nothing on the data path needs etcd: once the connection info is exchanged
+// the job keeps running if etcd goes away; only failure detection degrades,
+// and that is logged once.
+//
+// [StartServer] runs an embedded single-node etcd for jobs on one machine (or
+// for a job whose node 0 serves etcd to the others); [ClientConfig] points at
+// an existing cluster, with TLS client certificates and username/password.
+//
+// # Key layout
+//
+// Under the job prefix (KeyPrefix + job id + "/"):
+//
+//	secret                       the job secret (no lease)
+//	member/<rank>/info           the rank's registration (its lease)
+//	member/<rank>/exit           clean-exit marker: the lease id it ends (no lease)
+//	barrier/<rank>/<gen>/<name>  arrival of a rank at a barrier generation (its lease)
+//	p2p/<to>/<from>/<key>        a value published by rank from for rank to (its lease)
+//
+// Everything a rank owns lives under its lease, so a dead rank leaves nothing
+// behind but its slot; the last rank to exit cleanly deletes the whole prefix.
+package bootstrap
