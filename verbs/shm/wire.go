@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -213,8 +214,9 @@ func receive(c *net.UnixConn, buf, oob []byte) ([]byte, []int, error) {
 		}
 	}
 	switch {
+	case errors.Is(err, io.EOF), err == nil && n == 0 && oobn == 0:
+		err = errEOF
 	case err != nil:
-	case n == 0 && oobn == 0:
 		err = errEOF
 	case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
 		err = fmt.Errorf("%w: message truncated", errProtocol)
