@@ -1,6 +1,7 @@
 package tcp_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/rdmacell/rdmacell/verbs"
@@ -9,7 +10,7 @@ import (
 )
 
 // testSecret is the job secret of every device the tests open; a peer
-// process re-executed by the suite opens its devices with it too.
+// process re-executed by the tests opens its devices with it too.
 var testSecret = []byte("tcp conformance test secret")
 
 var provider = verbstest.Provider{
@@ -17,6 +18,11 @@ var provider = verbstest.Provider{
 	Open: func() (verbs.Device, error) { return tcp.Open(tcp.Options{Secret: testSecret}) },
 }
 
-func TestMain(m *testing.M) { verbstest.Main(m, provider) }
+func TestMain(m *testing.M) {
+	if _, ok := os.LookupEnv(silentPeerEnv); ok {
+		os.Exit(serveSilentPeer())
+	}
+	verbstest.Main(m, provider)
+}
 
 func TestConformance(t *testing.T) { verbstest.Run(t, provider) }
