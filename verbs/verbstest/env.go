@@ -87,9 +87,19 @@ type qp struct {
 	send, recv verbs.CQ
 }
 
-// qp creates a queue pair on side; cfg's CQs are filled in.
+// patientRetries is the retry count of QPs whose test is not about
+// timeouts. Without retries a QP gives up after one Timeout of silence,
+// which a loaded machine can cause in a large transfer; ibverbs users
+// commonly set 7.
+const patientRetries = 7
+
+// qp creates a queue pair on side; cfg's CQs are filled in, and a QP
+// configured with neither Timeout nor RetryCount gets patientRetries.
 func (e *env) qp(side int, cfg verbs.QPConfig) *qp {
 	e.t.Helper()
+	if cfg.Timeout == 0 && cfg.RetryCount == 0 {
+		cfg.RetryCount = patientRetries
+	}
 	q := &qp{}
 	var err error
 	q.send, err = e.devs[side].CreateCQ(256)

@@ -71,26 +71,31 @@ func testRNRRetryExceeded(t *testing.T, p Provider) {
 
 func testRNRRecovers(t *testing.T, p Provider) {
 	tests := []struct {
-		name  string
-		retry int
-		timer time.Duration
+		name    string
+		retry   int
+		timer   time.Duration
+		timeout time.Duration // the QP's transport Timeout, 0 for the default
+		wait    time.Duration // before the receive is posted
 	}{
-		{"retry forever", rnrForever, time.Millisecond},
+		{"retry forever", rnrForever, time.Millisecond, 0, 10 * time.Millisecond},
 		// Six retries 200ms apart leave far more than the test needs to
 		// post the receive.
-		{"within the retry window", 6, 200 * time.Millisecond},
+		{"within the retry window", 6, 200 * time.Millisecond, 0, 10 * time.Millisecond},
+		// "Not ready" answers come from a live responder: they are not
+		// the silence the transport timeout is about.
+		{"retry forever outlasts the transport timeout", rnrForever, time.Millisecond, 20 * time.Millisecond, 200 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, p)
-			a, b := e.pair(verbs.QPConfig{RNRRetry: tt.retry, MinRNRTimer: tt.timer})
+			a, b := e.pair(verbs.QPConfig{RNRRetry: tt.retry, MinRNRTimer: tt.timer, Timeout: tt.timeout})
 			src := e.region(0, 4096, verbs.AccessLocalWrite)
 			dst := e.region(1, 4096, remoteRW)
 			fill(src.Bytes(), 6)
 			post(t, a, writeImm(1, src, 0, 100, dst, 0, 42))
 			// Give the request time to meet the empty receive queue; the
 			// outcome below does not depend on whether it did.
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(tt.wait)
 			requireNoWC(t, a.send, "requester CQ while no receive is posted")
 			postRecvs(t, b, 7)
 			requireImm(t, waitWC(t, b.recv, "immediate after the late receive"), 7, 42, 100, b.Num())

@@ -138,7 +138,7 @@ func (s *peerState) init(size int) (reply, error) {
 	if s.recv, err = s.dev.CreateCQ(64); err != nil {
 		return reply{}, err
 	}
-	q, err := pd.CreateQP(verbs.QPConfig{SendCQ: s.send, RecvCQ: s.recv})
+	q, err := pd.CreateQP(verbs.QPConfig{SendCQ: s.send, RecvCQ: s.recv, RetryCount: patientRetries})
 	if err != nil {
 		return reply{}, err
 	}
