@@ -1,0 +1,414 @@
+package cell
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rdmacell/rdmacell/verbs"
+)
+
+// Engine is the RDMACell protocol of one connection, both directions: the
+// sender half cuts send ranges into cells, places and tracks them, and
+// recovers them; the receiver half grants receive ranges, keeps receives
+// posted, answers cells with tokens and hands ranges back on their final.
+//
+// It is a pure state machine: no goroutines, no clock, no I/O. Each input
+// method takes the current time in nanoseconds (any monotonic origin);
+// outputs accumulate until Ready. An Engine is not safe for concurrent
+// use.
+type Engine struct {
+	cfg    Config
+	policy Policy
+	now    int64
+	// err is the terminal failure, once no path is left.
+	err error
+
+	paths []path
+	infos []PathInfo // policy snapshot, reused
+	gmask uint32     // MaxRanges − 1
+
+	snd sender
+	rcv receiver
+
+	rd      Ready
+	drained bool
+	// batch numbers the Ready batches: copies posted in the batch not yet
+	// handed out can be taken back when their path fails.
+	batch uint64
+	stats Stats
+}
+
+// Stats counts what the engine did.
+type Stats struct {
+	// CellsPosted counts copies handed out for posting, re-posts included;
+	// CellsReposted the re-posts alone.
+	CellsPosted, CellsReposted uint64
+	// TokensAccepted counts tokens that resolved a copy; TokensStale those
+	// that matched nothing outstanding (already resolved, or garbage).
+	TokensAccepted, TokensStale uint64
+	// TokensSent counts tokens the receiver half emitted, Duplicates those
+	// for a cell it had seen before, NACKsSent its refusals.
+	TokensSent, Duplicates, NACKsSent uint64
+	// GiveUps counts paths given up; Readmissions paths reset and usable
+	// again.
+	GiveUps, Readmissions uint64
+	// RangesSent, RangesReceived and RangesFailed count the Events.
+	RangesSent, RangesReceived, RangesFailed uint64
+}
+
+// New returns an engine for one connection. Its first Ready holds a full
+// receive chain for every path: the driver posts them while the QPs are in
+// INIT, before connecting them, and drains that Ready before any input.
+func New(cfg Config) (*Engine, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:    cfg,
+		policy: cfg.Policy,
+		paths:  make([]path, cfg.Paths),
+		infos:  make([]PathInfo, cfg.Paths),
+		gmask:  uint32(cfg.MaxRanges - 1),
+	}
+	for i := range e.paths {
+		e.paths[i].init(i, cfg.RecvDepth, int64(cfg.InitialRTT), int64(cfg.MinSoftTimeout), 0)
+	}
+	e.snd.init(cfg)
+	e.rcv.init(cfg)
+	credits := cfg.Paths * cfg.RecvDepth
+	e.rd = Ready{
+		Recvs:  make([]RecvPost, 0, cfg.Paths),
+		Resets: make([]Reset, 0, cfg.Paths),
+		Posts:  make([]Post, 0, credits),
+		Tokens: make([]TokenWrite, 0, credits),
+		Grants: make([]GrantWrite, 0, cfg.MaxRanges),
+		Finals: make([]FinalWrite, 0, cfg.MaxRanges),
+		Events: make([]Event, 0, 2*cfg.MaxRanges),
+	}
+	for i := range e.paths {
+		p := &e.paths[i]
+		e.rd.Recvs = append(e.rd.Recvs, RecvPost{Path: i, WR: p.refillChain(), Count: len(p.refill)})
+	}
+	return e, nil
+}
+
+// Ready returns the outputs produced since the previous call, and the
+// deadline for the next Tick. See Ready for the order to act on them.
+func (e *Engine) Ready() *Ready {
+	if !e.drained {
+		var dl int64
+		for i := range e.paths {
+			if d := e.paths[i].deadline(); d != 0 && (dl == 0 || d < dl) {
+				dl = d
+			}
+		}
+		e.rd.Deadline = dl
+		e.drained = true
+		e.batch++
+	}
+	return &e.rd
+}
+
+// begin opens an input: a drained batch is recycled, and the clock moves
+// (never backwards).
+func (e *Engine) begin(now int64) {
+	if e.drained {
+		e.rd.clear()
+		for i := range e.paths {
+			e.paths[i].recvQueued = 0
+		}
+		e.drained = false
+	}
+	if now > e.now {
+		e.now = now
+	}
+}
+
+// Err returns the connection's terminal failure (a *NoPathError), or nil.
+func (e *Engine) Err() error { return e.err }
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// Path returns a snapshot of path i.
+func (e *Engine) Path(i int) PathInfo {
+	if i < 0 || i >= len(e.paths) {
+		return PathInfo{}
+	}
+	return e.paths[i].info()
+}
+
+// Policy returns the placement policy in use.
+func (e *Engine) Policy() Policy { return e.policy }
+
+func (e *Engine) checkPath(q int) error {
+	if q < 0 || q >= len(e.paths) {
+		return fmt.Errorf("%w: peer %s: path %d, want 0..%d", ErrInvalid, e.cfg.Peer, q, len(e.paths)-1)
+	}
+	return nil
+}
+
+// Completion feeds a work completion polled from path q's send or receive
+// CQ. A RECV_RDMA_WITH_IMM completion is a cell arriving; any failed
+// completion, the driver's own control writes' included, gives the path
+// up; other successful completions carry nothing the tokens do not.
+// Completions of a path's old incarnation must all be fed before its
+// PathReset.
+func (e *Engine) Completion(now int64, q int, wc verbs.WC) error {
+	if err := e.checkPath(q); err != nil {
+		return err
+	}
+	e.begin(now)
+	if e.err != nil {
+		return nil
+	}
+	if wc.Status == verbs.StatusSuccess {
+		if wc.Opcode == verbs.OpRecvWriteImm && wc.Flags&verbs.WCWithImm != 0 {
+			e.arrived(&e.paths[q], wc.Imm)
+		}
+		return nil
+	}
+	pe := &PathError{Peer: e.cfg.Peer, Path: q, Err: fmt.Errorf("%w: %w", ErrNACK, &verbs.WCError{WC: wc})}
+	if wc.ID&wrKindMask == wrKindCell {
+		pe.Cell, pe.HasCell = uint32(wc.ID), true
+	}
+	e.giveUp(&e.paths[q], pe)
+	e.pump()
+	return nil
+}
+
+// PathFailed reports that path q failed outside the engine's sight, for
+// example because the peer asked for it to be reset. The engine gives it
+// up (and asks for its reset, which joins the one under way).
+func (e *Engine) PathFailed(now int64, q int, cause error) error {
+	if err := e.checkPath(q); err != nil {
+		return err
+	}
+	e.begin(now)
+	if e.err != nil {
+		return nil
+	}
+	err := ErrPathFailed
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", ErrPathFailed, cause)
+	}
+	e.giveUp(&e.paths[q], &PathError{Peer: e.cfg.Peer, Path: q, Err: err})
+	e.pump()
+	return nil
+}
+
+// PathReset reports that path q has been reset at both ends and is in RTS
+// again, with the Refill of its Reset posted: nothing posted on it before
+// can land any more. The engine lifts its quarantine and re-admits it.
+func (e *Engine) PathReset(now int64, q int) error {
+	if err := e.checkPath(q); err != nil {
+		return err
+	}
+	e.begin(now)
+	if e.err != nil {
+		return nil
+	}
+	p := &e.paths[q]
+	if p.state != PathDown {
+		return nil // up already, or closed for good (a close raced the reset)
+	}
+	e.clearCopies(p)
+	p.admit(e.cfg.RecvDepth, int64(e.cfg.InitialRTT), int64(e.cfg.MinSoftTimeout), e.now)
+	e.stats.Readmissions++
+	e.afterQuarantine(p)
+	return nil
+}
+
+// PathDead reports that path q was closed at both ends (or its peer is
+// gone) and will not come back. Nothing posted on it can land any more.
+func (e *Engine) PathDead(now int64, q int, cause error) error {
+	if err := e.checkPath(q); err != nil {
+		return err
+	}
+	e.begin(now)
+	if e.err != nil {
+		return nil
+	}
+	p := &e.paths[q]
+	if p.state == PathDead {
+		return nil
+	}
+	if cause == nil {
+		cause = ErrPathFailed
+	}
+	pe := &PathError{Peer: e.cfg.Peer, Path: q, Err: fmt.Errorf("closed: %w", cause)}
+	if p.state == PathUp {
+		e.isolate(p, pe)
+	}
+	p.state, p.cause = PathDead, pe
+	e.clearCopies(p)
+	if !e.anyUp() {
+		e.fail()
+		return nil
+	}
+	e.afterQuarantine(p)
+	return nil
+}
+
+// Tick lets time pass: a path whose oldest outstanding cell has waited
+// longer than T_soft is given up.
+func (e *Engine) Tick(now int64) {
+	e.begin(now)
+	if e.err != nil {
+		return
+	}
+	for i := range e.paths {
+		p := &e.paths[i]
+		dl := p.deadline()
+		if dl == 0 || e.now < dl {
+			continue
+		}
+		c := p.at(0)
+		waited := e.now - max(c.sentAt, p.progress)
+		e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
+			Err: fmt.Errorf("%w: no token for %v, T_soft %v", ErrSoftTimeout, time.Duration(waited), time.Duration(p.est.softTimeout()))})
+		if e.err != nil {
+			return
+		}
+	}
+	e.pump()
+}
+
+// giveUp isolates an up path and asks for its reset.
+func (e *Engine) giveUp(p *path, cause error) {
+	if p.state != PathUp {
+		return
+	}
+	e.isolate(p, cause)
+	e.stats.GiveUps++
+	e.rd.Resets = append(e.rd.Resets, Reset{Path: p.idx, Refill: p.refillChain(), Cause: cause})
+	if !e.anyUp() {
+		e.fail()
+		return
+	}
+	e.reemit()
+}
+
+// isolate takes path p out of service: what this batch would have sent on
+// it is taken back, and every cell it holds that has not landed is rolled
+// back onto the re-post queue. Its copies stay outstanding, quarantined,
+// until the path is reset or closed.
+func (e *Engine) isolate(p *path, cause error) {
+	p.state, p.cause = PathDown, cause
+	for p.n > 0 && p.at(p.n-1).batch == e.batch {
+		rec := p.popTail()
+		c := e.snd.tq.at(rec.id)
+		c.copies--
+		c.attempts--
+		p.cellsPosted--
+		p.bytesPosted -= uint64(rec.n)
+		e.stats.CellsPosted--
+		e.snd.tq.queue(c)
+		e.resolve(c)
+	}
+	e.dropBatch(p.idx)
+	for i := 0; i < p.n; i++ {
+		if c := e.snd.tq.at(p.at(i).id); !c.acked {
+			e.snd.tq.queue(c)
+		}
+	}
+}
+
+// dropBatch removes the outputs of the current batch bound for path q.
+// Grants and finals among them are sent again by reemit.
+func (e *Engine) dropBatch(q int) {
+	rd := &e.rd
+	rd.Posts = keep(rd.Posts, func(x *Post) bool { return x.Path != q })
+	rd.Recvs = keep(rd.Recvs, func(x *RecvPost) bool { return x.Path != q })
+	rd.Tokens = keep(rd.Tokens, func(x *TokenWrite) bool { return x.Path != q })
+	rd.Grants = keep(rd.Grants, func(x *GrantWrite) bool { return x.Path != q })
+	rd.Finals = keep(rd.Finals, func(x *FinalWrite) bool { return x.Path != q })
+	e.paths[q].recvQueued = 0
+}
+
+func keep[T any](s []T, ok func(*T) bool) []T {
+	out := s[:0]
+	for i := range s {
+		if ok(&s[i]) {
+			out = append(out, s[i])
+		}
+	}
+	return out
+}
+
+// clearCopies resolves every copy outstanding on p, whose reset or close
+// guarantees they can no longer land.
+func (e *Engine) clearCopies(p *path) {
+	for p.n > 0 {
+		rec := p.popHead()
+		c := e.snd.tq.at(rec.id)
+		c.copies--
+		e.resolve(c)
+	}
+}
+
+// afterQuarantine goes on once path p can no longer write anything: the
+// window slides over the cells it held, ranges waiting on it finish, and
+// the receiver releases ranges it held for it.
+func (e *Engine) afterQuarantine(p *path) {
+	e.snd.advance()
+	e.rcv.release(e, p.idx)
+	// A control write of ours still in flight on p when it failed may
+	// have overwritten a newer ring slot at the peer before p died.
+	e.reemit()
+	e.pump()
+}
+
+func (e *Engine) anyUp() bool {
+	for i := range e.paths {
+		if e.paths[i].state == PathUp {
+			return true
+		}
+	}
+	return false
+}
+
+// downMask is the set of paths given up and not yet reset.
+func (e *Engine) downMask() uint64 {
+	var m uint64
+	for i := range e.paths {
+		if e.paths[i].state == PathDown {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+// ctrlPath picks the path for a grant or a final: the up path with the
+// least outstanding, or -1.
+func (e *Engine) ctrlPath() int {
+	best := -1
+	for i := range e.paths {
+		p := &e.paths[i]
+		if p.state == PathUp && (best < 0 || p.bytes < e.paths[best].bytes) {
+			best = i
+		}
+	}
+	return best
+}
+
+// reemit writes again every grant and final the peer may not have seen.
+// Records are idempotent, so duplicates are harmless; this runs only when
+// a path fails or comes back.
+func (e *Engine) reemit() {
+	e.rcv.reemit(e)
+	e.snd.reemit(e)
+}
+
+// fail ends the connection: every range still open fails with a
+// *NoPathError naming each path and why it was given up.
+func (e *Engine) fail() {
+	np := &NoPathError{Peer: e.cfg.Peer, Paths: make([]error, len(e.paths))}
+	for i := range e.paths {
+		np.Paths[i] = e.paths[i].cause
+	}
+	e.err = np
+	e.snd.fail(e)
+	e.rcv.fail(e)
+}

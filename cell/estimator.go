@@ -1,0 +1,72 @@
+package cell
+
+// estimator keeps one path's RTT, soft timeout and bandwidth estimates.
+// All times are nanoseconds of the sender's clock.
+type estimator struct {
+	srtt, rttvar int64
+	// minRTT is the smallest sample, minN the size of the cell it timed:
+	// its transmission is part of it and must not count as delay, or a
+	// cell's size would feed its own BDP and grow without bound.
+	minRTT, minN int64
+	bw           int64 // bytes per second, 0 until measured
+	samples      int
+	floor        int64
+}
+
+func (e *estimator) init(initialRTT, floor int64) {
+	*e = estimator{srtt: initialRTT, rttvar: initialRTT / 2, floor: floor}
+}
+
+// sample folds in one RTT as RFC 6298 does (α = 1/8, β = 1/4), the
+// variance first, against the average before this sample.
+func (e *estimator) sample(rtt int64) {
+	if rtt < 0 {
+		rtt = 0
+	}
+	if e.samples == 0 {
+		e.srtt, e.rttvar = rtt, rtt/2
+	} else {
+		dev := rtt - e.srtt
+		if dev < 0 {
+			dev = -dev
+		}
+		e.rttvar += (dev - e.rttvar) / 4
+		e.srtt += (rtt - e.srtt) / 8
+	}
+	e.samples++
+}
+
+// rate folds in n bytes delivered over interval ns, with weight 1/4.
+func (e *estimator) rate(n, interval int64) {
+	if interval <= 0 || n <= 0 {
+		return
+	}
+	s := int64(float64(n) * 1e9 / float64(interval))
+	if s < 1 {
+		s = 1
+	}
+	if e.bw == 0 {
+		e.bw = s
+	} else {
+		e.bw += (s - e.bw) / 4
+	}
+}
+
+// minimum records the sample of an n-byte cell if it is the smallest.
+func (e *estimator) minimum(rtt, n int64) {
+	if e.minN == 0 || rtt < e.minRTT {
+		e.minRTT, e.minN = rtt, max(n, 1)
+	}
+}
+
+// softTimeout is T_soft = RTT_avg + 4·RTT_var, at least the floor.
+func (e *estimator) softTimeout() int64 { return max(e.srtt+4*e.rttvar, e.floor) }
+
+// bdp is the bandwidth-delay product in bytes, 0 if unmeasured: what the
+// path holds in flight at its best RTT, less the cell that RTT timed.
+func (e *estimator) bdp() int64 {
+	if e.bw == 0 || e.minN == 0 {
+		return 0
+	}
+	return max(e.bw/1000*e.minRTT/1e6-e.minN, 0)
+}

@@ -1,0 +1,200 @@
+package cell
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/rdmacell/rdmacell/verbs"
+)
+
+// PathState is the engine's view of one path (QP) of the connection.
+type PathState uint8
+
+const (
+	// PathUp: the path carries cells.
+	PathUp PathState = iota + 1
+	// PathDown: the path was given up and is being reset. Copies posted on
+	// it before may still land until the reset is confirmed.
+	PathDown
+	// PathDead: the path was closed for good.
+	PathDead
+)
+
+var pathStateNames = [...]string{"invalid", "up", "down", "dead"}
+
+func (s PathState) String() string {
+	if int(s) < len(pathStateNames) {
+		return pathStateNames[s]
+	}
+	return "PathState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// PathInfo is a snapshot of one path, what a Policy decides on.
+type PathInfo struct {
+	State PathState
+	// Credits is how many more cells the path may take now: the receives
+	// its receiver has posted less the cells outstanding on it.
+	Credits int
+	// Cells and Bytes are outstanding on the path: posted, not yet
+	// acknowledged by a token or cleared by a reset.
+	Cells int
+	Bytes int64
+	// SRTT and RTTVar are the smoothed RTT and its mean deviation;
+	// SoftTimeout is T_soft. Before the first sample they derive from
+	// Config.InitialRTT.
+	SRTT, RTTVar, SoftTimeout time.Duration
+	// Bandwidth is the measured delivery rate in bytes per second, 0
+	// until the path has been measured.
+	Bandwidth int64
+	// Samples counts RTT samples since the path was last (re)admitted.
+	Samples int
+	// CellsPosted and BytesPosted count every copy ever posted on the
+	// path, re-posts included.
+	CellsPosted, BytesPosted uint64
+}
+
+// copyRec is one copy of a cell posted on a path.
+type copyRec struct {
+	id     uint32
+	sentAt int64
+	n      int64
+	batch  uint64 // the Ready batch it went out in
+}
+
+// path is the engine's state of one QP. Its copy queue holds, in posting
+// order, every copy that could still land: RC executes a QP's requests in
+// order, so a token for one copy proves that every copy before it landed
+// too. It never holds more than RecvDepth copies: credits bound the copies
+// of an up path, and a path takes none while down.
+type path struct {
+	idx     int
+	state   PathState
+	credits int
+	copies  []copyRec // ring
+	head, n int
+	bytes   int64
+	// progress is when the path last showed progress (a token, or its
+	// admission); a copy queued behind others is late only relative to it.
+	progress int64
+	est      estimator
+	cause    error
+
+	// refill holds the chain that fills the path's receive queue, at
+	// start and after each reset; repost the receives given back in one
+	// batch.
+	refill     []verbs.RecvWR
+	repost     []verbs.RecvWR
+	recvQueued int // receives of the current batch
+
+	cellsPosted, bytesPosted uint64
+}
+
+func (p *path) init(idx, depth int, initialRTT, floor int64, now int64) {
+	p.idx = idx
+	p.copies = make([]copyRec, depth)
+	p.refill = make([]verbs.RecvWR, depth)
+	p.repost = make([]verbs.RecvWR, depth)
+	for i := range p.refill {
+		p.refill[i].ID = recvWRID(idx, i)
+		p.repost[i].ID = recvWRID(idx, depth+i)
+	}
+	p.admit(depth, initialRTT, floor, now)
+}
+
+// admit makes the path usable with fresh estimates: after a reset the
+// path may be another route altogether, and stale bad numbers would keep
+// an adaptive policy from ever trying it again.
+func (p *path) admit(depth int, initialRTT, floor, now int64) {
+	p.state = PathUp
+	p.credits = depth
+	p.head, p.n, p.bytes = 0, 0, 0
+	p.progress = now
+	p.est.init(initialRTT, floor)
+	p.cause = nil
+}
+
+func (p *path) at(i int) *copyRec { return &p.copies[(p.head+i)%len(p.copies)] }
+
+func (p *path) push(c copyRec) {
+	*p.at(p.n) = c
+	p.n++
+	p.bytes += c.n
+}
+
+func (p *path) popHead() copyRec {
+	c := p.copies[p.head]
+	p.head = (p.head + 1) % len(p.copies)
+	p.n--
+	p.bytes -= c.n
+	return c
+}
+
+func (p *path) popTail() copyRec {
+	p.n--
+	c := *p.at(p.n)
+	p.bytes -= c.n
+	return c
+}
+
+// find returns the position of the copy of cell id, or -1.
+func (p *path) find(id uint32) int {
+	for i := 0; i < p.n; i++ {
+		if p.at(i).id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// deadline is when the oldest outstanding copy becomes late, or 0.
+func (p *path) deadline() int64 {
+	if p.state != PathUp || p.n == 0 {
+		return 0
+	}
+	return max(p.at(0).sentAt, p.progress) + p.est.softTimeout()
+}
+
+// refillChain links the path's whole refill storage.
+func (p *path) refillChain() *verbs.RecvWR {
+	for i := range p.refill {
+		p.refill[i].Next = nil
+		if i+1 < len(p.refill) {
+			p.refill[i].Next = &p.refill[i+1]
+		}
+	}
+	return &p.refill[0]
+}
+
+func (p *path) info() PathInfo {
+	return PathInfo{
+		State:       p.state,
+		Credits:     p.credits,
+		Cells:       p.n,
+		Bytes:       p.bytes,
+		SRTT:        time.Duration(p.est.srtt),
+		RTTVar:      time.Duration(p.est.rttvar),
+		SoftTimeout: time.Duration(p.est.softTimeout()),
+		Bandwidth:   p.est.bw,
+		Samples:     p.est.samples,
+		CellsPosted: p.cellsPosted,
+		BytesPosted: p.bytesPosted,
+	}
+}
+
+// Work request ids: the top byte says what posted the request, so that a
+// completion can be told apart from the driver's own requests.
+const (
+	wrKindCell = 0xCE << 56
+	wrKindRecv = 0xCF << 56
+	wrKindMask = 0xFF << 56
+)
+
+func cellWRID(path int, id uint32, tail bool) uint64 {
+	v := uint64(wrKindCell) | uint64(path)<<40 | uint64(id)
+	if tail {
+		v |= 1 << 32
+	}
+	return v
+}
+
+func recvWRID(path, i int) uint64 { return uint64(wrKindRecv) | uint64(path)<<40 | uint64(i) }

@@ -1,0 +1,134 @@
+package cell
+
+import "fmt"
+
+// Policy places each new (or re-posted) cell on a path. The engine calls
+// Pick with a snapshot of every path, indexed by path; Pick returns the
+// index of a path that is PathUp with Credits > 0, or -1 to hold the cell
+// until the next input (a token gives credit back, a reset re-admits a
+// path). Pick must not keep paths beyond the call.
+type Policy interface {
+	Pick(paths []PathInfo, n int64) int
+	// Name is how configuration spells the policy.
+	Name() string
+}
+
+// ParsePolicy returns a new policy by name: "adaptive" (or ""), "ecmp" or
+// "spray".
+func ParsePolicy(name string) (Policy, error) {
+	switch name {
+	case "", "adaptive":
+		return &Adaptive{}, nil
+	case "ecmp":
+		return &ECMP{}, nil
+	case "spray":
+		return &Spray{}, nil
+	}
+	return nil, fmt.Errorf("%w: policy %q, want adaptive, ecmp or spray", ErrInvalid, name)
+}
+
+// Adaptive sends each cell to the path that would complete it first:
+// its smoothed RTT plus the time to drain what is outstanding on it and
+// the cell at its measured bandwidth. A slow or congested path shows a
+// higher RTT and a lower delivery rate, and so gets fewer cells. When the
+// best path has no credit the cell waits for it rather than go to a path
+// expected to be slower.
+type Adaptive struct{}
+
+// Name returns "adaptive".
+func (*Adaptive) Name() string { return "adaptive" }
+
+// Pick implements Policy.
+func (*Adaptive) Pick(paths []PathInfo, n int64) int {
+	// An unmeasured path is assumed as fast as the best measured one, so
+	// that it gets tried; with nothing measured, 1 GB/s ranks by backlog.
+	var fastest int64
+	for i := range paths {
+		if paths[i].State == PathUp && paths[i].Bandwidth > fastest {
+			fastest = paths[i].Bandwidth
+		}
+	}
+	if fastest == 0 {
+		fastest = 1e9
+	}
+	best, bestT := -1, 0.0
+	for i := range paths {
+		p := &paths[i]
+		if p.State != PathUp {
+			continue
+		}
+		bw := p.Bandwidth
+		if bw == 0 {
+			bw = fastest
+		}
+		t := float64(p.SRTT) + float64(p.Bytes+n)*1e9/float64(bw)
+		if best < 0 || t < bestT {
+			best, bestT = i, t
+		}
+	}
+	if best < 0 || paths[best].Credits == 0 {
+		return -1
+	}
+	return best
+}
+
+// ECMP models a plain RC connection on a fabric that hashes flows: every
+// cell goes to one path, chosen by a static hash of Key. If that path is
+// given up the next one in order takes over, as a reconnect would.
+type ECMP struct {
+	Key uint64
+}
+
+// Name returns "ecmp".
+func (*ECMP) Name() string { return "ecmp" }
+
+// Pick implements Policy.
+func (e *ECMP) Pick(paths []PathInfo, _ int64) int {
+	h := int(mix64(e.Key) % uint64(len(paths)))
+	for k := range paths {
+		i := (h + k) % len(paths)
+		if paths[i].State != PathUp {
+			continue
+		}
+		if paths[i].Credits == 0 {
+			return -1
+		}
+		return i
+	}
+	return -1
+}
+
+// mix64 is the splitmix64 finaliser: a fixed, well-spread hash.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// Spray sends cells round-robin over the up paths, without feedback: when
+// the path whose turn it is has no credit, the cell waits for it.
+type Spray struct {
+	next int
+}
+
+// Name returns "spray".
+func (*Spray) Name() string { return "spray" }
+
+// Pick implements Policy.
+func (s *Spray) Pick(paths []PathInfo, _ int64) int {
+	for k := range paths {
+		i := (s.next + k) % len(paths)
+		if paths[i].State != PathUp {
+			continue
+		}
+		if paths[i].Credits == 0 {
+			return -1
+		}
+		s.next = (i + 1) % len(paths)
+		return i
+	}
+	return -1
+}

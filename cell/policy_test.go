@@ -1,0 +1,131 @@
+package cell_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/cell"
+)
+
+// Four paths, the last ten times slower; 16 MiB in 256 ranges.
+func TestPolicies(t *testing.T) {
+	const paths, slow = 4, 3
+	for _, tc := range []struct {
+		name  string
+		pol   func() cell.Policy
+		check func(t *testing.T, bytes []int64, cells []int, total int64)
+	}{
+		{"adaptive moves load off the slow path", func() cell.Policy { return &cell.Adaptive{} },
+			func(t *testing.T, bytes []int64, _ []int, total int64) {
+				share := float64(bytes[slow]) / float64(total)
+				require.Less(t, share, 0.25/3, "slow path share %.3f, fair is 0.25", share)
+				for q := range slow {
+					require.Greater(t, float64(bytes[q])/float64(total), 0.25, "fast path %d", q)
+				}
+			}},
+		{"ecmp uses one path", func() cell.Policy { return &cell.ECMP{Key: 12345} },
+			func(t *testing.T, bytes []int64, _ []int, total int64) {
+				used := 0
+				for _, b := range bytes {
+					if b > 0 {
+						used++
+						require.Equal(t, total, b)
+					}
+				}
+				require.Equal(t, 1, used)
+			}},
+		{"spray uses all paths evenly", func() cell.Policy { return &cell.Spray{} },
+			func(t *testing.T, _ []int64, cells []int, _ int64) {
+				lo, hi := cells[0], cells[0]
+				for _, c := range cells {
+					lo, hi = min(lo, c), max(hi, c)
+				}
+				require.LessOrEqual(t, hi-lo, 1, "cells per path %v", cells)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := defaultOpts(paths)
+			o.psPerByte = []int64{1000, 1000, 1000, 10000}
+			o.policyA = tc.pol
+			f := newTestFabric(t, o)
+			for range 256 {
+				f.transfer(0, 64<<10, true)
+			}
+			settle(t, f)
+			requireDelivered(t, f)
+			require.Zero(t, f.ends[0].e.Stats().GiveUps, "no path was given up: the comparison is about load alone")
+			require.Equal(t, tc.pol().Name(), f.ends[0].e.Policy().Name())
+			tc.check(t, f.ends[0].bytesOn(), f.ends[0].cellsOn(), 256*64<<10)
+		})
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		err      bool
+	}{
+		{"", "adaptive", false},
+		{"adaptive", "adaptive", false},
+		{"ecmp", "ecmp", false},
+		{"spray", "spray", false},
+		{"letflow", "", true},
+	} {
+		p, err := cell.ParsePolicy(tc.in)
+		if tc.err {
+			require.ErrorIs(t, err, cell.ErrInvalid)
+			require.ErrorContains(t, err, tc.in)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.want, p.Name())
+	}
+}
+
+// Pick on hand-made snapshots: the rules each policy promises.
+func TestPolicyPick(t *testing.T) {
+	up := func(credits int, bytes, bw int64, srtt int64) cell.PathInfo {
+		return cell.PathInfo{State: cell.PathUp, Credits: credits, Bytes: bytes, Bandwidth: bw, SRTT: durNS(srtt)}
+	}
+	down := cell.PathInfo{State: cell.PathDown, Credits: 8}
+	for _, tc := range []struct {
+		name  string
+		pol   cell.Policy
+		paths []cell.PathInfo
+		want  []int // successive picks
+	}{
+		{"adaptive: least expected completion", &cell.Adaptive{},
+			[]cell.PathInfo{up(8, 1<<20, 1e9, 10e3), up(8, 0, 1e9, 10e3), up(8, 0, 1e8, 10e3)}, []int{1}},
+		{"adaptive: high RTT loses", &cell.Adaptive{},
+			[]cell.PathInfo{up(8, 0, 1e9, 900e3), up(8, 0, 1e9, 10e3)}, []int{1}},
+		{"adaptive: waits for the best path's credit", &cell.Adaptive{},
+			[]cell.PathInfo{up(0, 0, 1e9, 10e3), up(8, 0, 1e7, 10e3)}, []int{-1}},
+		{"adaptive: unmeasured path assumed as fast as the best", &cell.Adaptive{},
+			[]cell.PathInfo{up(8, 1<<16, 1e9, 10e3), up(8, 0, 0, 10e3)}, []int{1}},
+		{"adaptive: skips down paths", &cell.Adaptive{},
+			[]cell.PathInfo{down, up(8, 1<<30, 1e6, 10e3)}, []int{1}},
+		{"adaptive: nothing up", &cell.Adaptive{}, []cell.PathInfo{down, down}, []int{-1}},
+		{"ecmp: static", &cell.ECMP{Key: 7},
+			[]cell.PathInfo{up(8, 0, 0, 0), up(8, 0, 0, 0), up(8, 0, 0, 0)}, []int{ecmpPath(7, 3), ecmpPath(7, 3)}},
+		{"spray: round robin over up paths", &cell.Spray{},
+			[]cell.PathInfo{up(8, 0, 0, 0), down, up(8, 0, 0, 0)}, []int{0, 2, 0, 2}},
+		{"spray: waits for the path whose turn it is", &cell.Spray{},
+			[]cell.PathInfo{up(0, 0, 0, 0), up(8, 0, 0, 0)}, []int{-1, -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, want := range tc.want {
+				require.Equal(t, want, tc.pol.Pick(tc.paths, 16<<10), "pick %d", i)
+			}
+		})
+	}
+}
+
+func ecmpPath(key uint64, n int) int {
+	p := &cell.ECMP{Key: key}
+	paths := make([]cell.PathInfo, n)
+	for i := range paths {
+		paths[i] = cell.PathInfo{State: cell.PathUp, Credits: 1}
+	}
+	return p.Pick(paths, 1)
+}

@@ -1,0 +1,233 @@
+package cell
+
+import "fmt"
+
+type recvState uint8
+
+const (
+	recvFree    recvState = iota
+	recvGranted           // waiting for its final
+	recvHeld              // final in, held while a down path could write
+)
+
+// recvRange is a receive range from Recv to its Event.
+type recvRange struct {
+	RecvRange
+	seq   uint32
+	state recvState
+	hold  uint64 // paths whose reset it waits for
+	flen  int64  // length the final reported
+}
+
+// receiver is the receiving half of a connection.
+type receiver struct {
+	ranges []recvRange // slot seq mod MaxRanges
+	mask   uint32
+	seq    uint32 // sequence number of the next Recv
+	oldest uint32 // oldest range without its Event
+	// seen is the duplicate filter: slot id mod Window holds the last id
+	// that landed there, with bit 32 set. Ids in flight together differ by
+	// less than Window, so they never share a slot.
+	seen   []uint64
+	idMask uint32
+	high   uint32 // highest id seen
+}
+
+const seenValid = 1 << 32
+
+func (r *receiver) init(cfg Config) {
+	r.ranges = make([]recvRange, cfg.MaxRanges)
+	r.mask = uint32(cfg.MaxRanges - 1)
+	r.seen = make([]uint64, cfg.Window)
+	r.idMask = uint32(cfg.Window - 1)
+	r.high = cfg.FirstCellID - 1
+}
+
+func (r *receiver) at(seq uint32) *recvRange { return &r.ranges[seq&r.mask] }
+
+// Recv offers memory for the peer to write: the engine emits a grant for
+// it, and its Event comes with the sender's final, once the sender knows
+// every byte landed and nothing can write the range any more.
+func (e *Engine) Recv(now int64, rr RecvRange) error {
+	e.begin(now)
+	r := &e.rcv
+	if e.err != nil {
+		return e.err
+	}
+	if rr.Len < 0 || rr.Len > 1<<48 {
+		return fmt.Errorf("%w: peer %s: receive range tag %d has length %d", ErrInvalid, e.cfg.Peer, rr.Tag, rr.Len)
+	}
+	if int(r.seq-r.oldest) >= len(r.ranges) {
+		return fmt.Errorf("%w: peer %s: %d receive ranges outstanding", ErrBusy, e.cfg.Peer, len(r.ranges))
+	}
+	x := r.at(r.seq)
+	*x = recvRange{RecvRange: rr, seq: r.seq, state: recvGranted}
+	r.seq++
+	e.writeGrant(x)
+	return nil
+}
+
+func (e *Engine) writeGrant(x *recvRange) {
+	if q := e.ctrlPath(); q >= 0 {
+		e.rd.Grants = append(e.rd.Grants, GrantWrite{Path: q, Slot: int(x.seq & e.gmask),
+			Grant: Grant{Seq: x.seq, Addr: x.Addr, RKey: x.RKey, Len: x.Len}})
+	}
+}
+
+// reemit writes again the grants still waiting for their final.
+func (r *receiver) reemit(e *Engine) {
+	for s := r.oldest; s != r.seq; s++ {
+		if x := r.at(s); x.state == recvGranted && !e.grantQueued(s) {
+			e.writeGrant(x)
+		}
+	}
+}
+
+func (e *Engine) grantQueued(seq uint32) bool {
+	for i := range e.rd.Grants {
+		if e.rd.Grants[i].Grant.Seq == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// Final feeds a final polled from the final ring. Duplicates and stale
+// records are ignored.
+//
+// The range is handed back at once unless a path of this end is down:
+// until that path's reset is confirmed here, a copy still in flight on it
+// could land in the range, so the range stays quarantined. The sender
+// sends a final only after the same confirmation at its end; this is the
+// receiver's own guard, so that its memory never depends on the other
+// end's bookkeeping alone.
+func (e *Engine) Final(now int64, f Final) {
+	e.begin(now)
+	if e.err != nil {
+		return
+	}
+	x := e.rcv.at(f.Seq)
+	if x.state != recvGranted || x.seq != f.Seq {
+		return
+	}
+	switch {
+	case f.Status == FinalTooLong:
+		e.finishRecv(x, fmt.Errorf("%w: %w", ErrRemote, ErrTooLong))
+	case f.Status != FinalOK:
+		e.finishRecv(x, fmt.Errorf("%w: final status %d", ErrRemote, f.Status))
+	case f.Len < 0 || f.Len > x.Len:
+		e.finishRecv(x, fmt.Errorf("%w: final reports %d bytes for a range of %d", ErrInvalid, f.Len, x.Len))
+	default:
+		x.flen = f.Len
+		if x.hold = e.downMask(); x.hold == 0 {
+			e.finishRecv(x, nil)
+		} else {
+			x.state = recvHeld
+		}
+	}
+}
+
+// release lifts path q's quarantine from held ranges.
+func (r *receiver) release(e *Engine, q int) {
+	for s := r.oldest; s != r.seq; s++ {
+		if x := r.at(s); x.state == recvHeld {
+			if x.hold &^= 1 << q; x.hold == 0 {
+				e.finishRecv(x, nil)
+			}
+		}
+	}
+}
+
+func (e *Engine) finishRecv(x *recvRange, err error) {
+	r := &e.rcv
+	x.state = recvFree
+	ev := Event{Kind: Received, Tag: x.Tag, Len: x.flen}
+	if err != nil {
+		ev.Len = 0
+		ev.Err = &RangeError{Peer: e.cfg.Peer, Dir: "receive", Tag: x.Tag, Seq: x.seq, Len: x.Len, Err: err}
+		e.stats.RangesFailed++
+	} else {
+		e.stats.RangesReceived++
+	}
+	e.rd.Events = append(e.rd.Events, ev)
+	for r.oldest != r.seq && r.at(r.oldest).state == recvFree {
+		r.oldest++
+	}
+}
+
+// arrived handles a cell's immediate completion on path p: the consumed
+// receive is posted again and the copy acknowledged over the same path.
+// That holds on a path this end has given up too: a completion proves its
+// QP works, either still (a late copy before the reset, and then the
+// token may well be lost, which costs nothing) or again (the peer resumed
+// before this end was told the reset is done, and must get its credit
+// and token).
+func (e *Engine) arrived(p *path, id uint32) {
+	if p.state == PathDead {
+		return
+	}
+	e.repostRecv(p)
+	st := e.rcv.check(id)
+	switch st {
+	case TokenDup:
+		e.stats.Duplicates++
+	case TokenNACK:
+		e.stats.NACKsSent++
+	}
+	e.stats.TokensSent++
+	e.rd.Tokens = append(e.rd.Tokens, TokenWrite{Path: p.idx, Slot: int(id & e.rcv.idMask),
+		Token: Token{ID: id, Path: p.idx, Status: st, RxTime: e.now}})
+}
+
+// check classifies an arriving id. A sender's ids in flight all lie
+// within Window of each other, and the highest id seen is one of them or
+// older, so an id further than Window from it cannot be a cell of this
+// connection.
+func (r *receiver) check(id uint32) TokenStatus {
+	d := seqDiff(id, r.high)
+	w := int32(len(r.seen))
+	if d > w || d <= -w {
+		return TokenNACK
+	}
+	slot := &r.seen[id&r.idMask]
+	if *slot == uint64(id)|seenValid {
+		return TokenDup
+	}
+	*slot = uint64(id) | seenValid
+	if d > 0 {
+		r.high = id
+	}
+	return TokenOK
+}
+
+// repostRecv adds one receive for path p to this batch's chain.
+func (e *Engine) repostRecv(p *path) {
+	k := p.recvQueued
+	if k == len(p.repost) {
+		// Cannot happen: at most RecvDepth receives are consumed between
+		// two batches, since only that many are posted.
+		return
+	}
+	wr := &p.repost[k]
+	wr.Next = nil
+	p.recvQueued++
+	if k > 0 {
+		p.repost[k-1].Next = wr
+		for i := range e.rd.Recvs {
+			if e.rd.Recvs[i].Path == p.idx && e.rd.Recvs[i].WR == &p.repost[0] {
+				e.rd.Recvs[i].Count++
+				return
+			}
+		}
+	}
+	e.rd.Recvs = append(e.rd.Recvs, RecvPost{Path: p.idx, WR: wr, Count: 1})
+}
+
+// fail ends every open receive range with the connection's failure.
+func (r *receiver) fail(e *Engine) {
+	for s := r.oldest; s != r.seq; s++ {
+		if x := r.at(s); x.state != recvFree {
+			e.finishRecv(x, e.err)
+		}
+	}
+}

@@ -1,0 +1,492 @@
+package cell_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/verbs"
+)
+
+func newTestFabric(t *testing.T, o fabricOpts) *fabric {
+	t.Helper()
+	f, err := newFabric(o)
+	require.NoError(t, err)
+	return f
+}
+
+// requireClean asserts what every scenario must hold: no violation, and
+// every range ended exactly once at each end, with intact bytes if
+// delivered.
+func requireClean(t *testing.T, f *fabric) {
+	t.Helper()
+	require.Empty(t, f.violations)
+	for _, x := range f.xfers {
+		require.Len(t, x.sent, 1, "tag %d: send events", x.tag)
+		require.Len(t, x.recv, 1, "tag %d: receive events", x.tag)
+		require.False(t, x.corrupt, "tag %d", x.tag)
+	}
+}
+
+// requireDelivered asserts every range succeeded at both ends.
+func requireDelivered(t *testing.T, f *fabric) {
+	t.Helper()
+	requireClean(t, f)
+	for _, x := range f.xfers {
+		require.NoError(t, x.sent[0].Err, "tag %d", x.tag)
+		require.NoError(t, x.recv[0].Err, "tag %d", x.tag)
+		require.Equal(t, x.n, x.recv[0].Len, "tag %d", x.tag)
+	}
+}
+
+// settle runs the fabric to completion, then on for a while so that late
+// copies still in flight land (and would show as violations).
+func settle(t *testing.T, f *fabric) {
+	t.Helper()
+	f.run(5000 * ms)
+	require.True(t, f.done(), "ranges still open at t=%dns", f.now)
+	f.runFor(f.now + 20*ms)
+}
+
+func firstCellOn(q int) func(m *msg) bool {
+	seen := false
+	return func(m *msg) bool {
+		if m.kind == mCell && m.path == q && !seen {
+			seen = true
+			return true
+		}
+		return false
+	}
+}
+
+func TestNormalFlow(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		paths     int
+		sizes     []int64
+		recvFirst bool
+		cells     int // distinct cells expected
+	}{
+		{"empty range", 2, []int64{0}, true, 0},
+		{"one byte", 2, []int64{1}, true, 1},
+		{"one MTU is a lone WRITE_WITH_IMM", 1, []int64{4096}, false, 1},
+		{"MTU plus one is a chain", 2, []int64{4097}, true, 1},
+		{"exactly one cell", 2, []int64{16 << 10}, false, 1},
+		{"many cells, one path", 1, []int64{1 << 20}, true, 64},
+		{"many cells, four paths", 4, []int64{1 << 20}, false, 64},
+		{"ragged sizes", 3, []int64{5, 70000, 16<<10 + 1, 300 << 10, 0, 1}, true, 1 + 5 + 2 + 19 + 1},
+		{"more ranges than MaxRanges", 2, slices.Repeat([]int64{20000}, 20), false, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTestFabric(t, defaultOpts(tc.paths))
+			for _, n := range tc.sizes {
+				f.transfer(0, n, tc.recvFirst)
+			}
+			settle(t, f)
+			requireDelivered(t, f)
+			a, b := f.ends[0].e.Stats(), f.ends[1].e.Stats()
+			assert.Equal(t, uint64(tc.cells), a.CellsPosted)
+			assert.Zero(t, a.CellsReposted)
+			assert.Zero(t, a.GiveUps)
+			assert.Equal(t, uint64(tc.cells), b.TokensSent)
+			assert.Zero(t, b.Duplicates)
+			assert.Equal(t, uint64(len(tc.sizes)), a.RangesSent)
+			assert.Equal(t, uint64(len(tc.sizes)), b.RangesReceived)
+			for _, p := range f.ends[0].posts {
+				assert.LessOrEqual(t, p.n, int64(16<<10))
+			}
+		})
+	}
+}
+
+// The chain of a cell: WRITE of all but the last MTU, then the signaled
+// WRITE_WITH_IMM of the last MTU carrying the id; a small cell is the
+// WRITE_WITH_IMM alone.
+func TestCellChainShape(t *testing.T) {
+	e, err := cell.New(cell.Config{Paths: 1, CellSize: 10000, MTU: 4096})
+	require.NoError(t, err)
+	e.Ready()
+	require.NoError(t, e.Send(0, cell.SendRange{Tag: 1, Addr: 0x10000, LKey: 7, Len: 10100}))
+	e.Grant(0, cell.Grant{Seq: 0, Addr: 0x90000, RKey: 9, Len: 10100})
+	rd := e.Ready()
+	require.Len(t, rd.Posts, 2)
+
+	head := rd.Posts[0].WR
+	require.Equal(t, verbs.OpWrite, head.Opcode)
+	require.Zero(t, head.Flags&verbs.Signaled, "the payload WRITE is silent")
+	require.Equal(t, []verbs.SGE{{Addr: 0x10000, Length: 10000 - 4096, LKey: 7}}, head.SGL)
+	require.Equal(t, uint64(0x90000), head.RemoteAddr)
+	require.Equal(t, uint32(9), head.RKey)
+	tail := head.Next
+	require.NotNil(t, tail)
+	require.Nil(t, tail.Next)
+	require.Equal(t, verbs.OpWriteImm, tail.Opcode)
+	require.NotZero(t, tail.Flags&verbs.Signaled)
+	require.Equal(t, []verbs.SGE{{Addr: 0x10000 + 10000 - 4096, Length: 4096, LKey: 7}}, tail.SGL)
+	require.Equal(t, uint64(0x90000+10000-4096), tail.RemoteAddr)
+	require.Equal(t, rd.Posts[0].Cell, tail.Imm)
+
+	small := rd.Posts[1].WR
+	require.Equal(t, verbs.OpWriteImm, small.Opcode)
+	require.Nil(t, small.Next)
+	require.Equal(t, []verbs.SGE{{Addr: 0x10000 + 10000, Length: 100, LKey: 7}}, small.SGL)
+	require.Equal(t, uint64(0x90000+10000), small.RemoteAddr)
+	require.Equal(t, rd.Posts[0].Cell+1, small.Imm)
+}
+
+// Nothing is written before the receiver's grant arrives.
+func TestSendWaitsForGrant(t *testing.T) {
+	o := defaultOpts(2)
+	f := newTestFabric(t, o)
+	var grantAt int64
+	f.hook = func(m *msg) verdict {
+		if m.kind == mGrant {
+			grantAt = f.now + 3*ms + o.latency
+			return verdict{delay: 3 * ms}
+		}
+		return verdict{}
+	}
+	f.transfer(0, 200<<10, false)
+	settle(t, f)
+	requireDelivered(t, f)
+	require.NotEmpty(t, f.ends[0].posts)
+	for _, p := range f.ends[0].posts {
+		require.GreaterOrEqual(t, p.at, grantAt)
+	}
+}
+
+// A lost token: the cell's path times out, the cell goes again on the
+// other path, the receiver acknowledges both copies and delivers once,
+// and the range is handed back only once the first path is reset.
+func TestTokenLost(t *testing.T) {
+	f := newTestFabric(t, defaultOpts(2))
+	dropped := false
+	f.hook = func(m *msg) verdict {
+		if m.kind == mToken && !dropped {
+			dropped = true
+			return verdict{drop: true}
+		}
+		return verdict{}
+	}
+	x := f.transfer(0, 10<<10, true)
+	settle(t, f)
+	requireDelivered(t, f)
+
+	a, b := f.ends[0], f.ends[1]
+	ids := a.postedIDs()
+	require.Len(t, ids, 1)
+	require.Equal(t, 2, b.tokensFor[ids[0]], "both copies acknowledged")
+	require.Equal(t, uint64(1), b.e.Stats().Duplicates)
+	require.Equal(t, uint64(1), a.e.Stats().GiveUps)
+	require.Equal(t, uint64(1), a.e.Stats().CellsReposted)
+	require.ErrorIs(t, a.resetCauses[0], cell.ErrSoftTimeout)
+	var pe *cell.PathError
+	require.ErrorAs(t, a.resetCauses[0], &pe)
+	require.Equal(t, ids[0], pe.Cell)
+	require.Equal(t, "B", pe.Peer)
+	resetAt := confirmedAt(a, 0)
+	require.NotZero(t, resetAt)
+	require.GreaterOrEqual(t, x.sentAt, resetAt, "the sender's quarantine holds until the reset")
+	require.GreaterOrEqual(t, x.recvAt, resetAt)
+}
+
+func confirmedAt(en *end, q int) int64 {
+	for _, l := range en.log {
+		if l.what == "path "+string(rune('0'+q))+" reset confirmed" {
+			return l.at
+		}
+	}
+	return 0
+}
+
+// A path dies while a cell is on it: its payload WRITE lands, its
+// WRITE_WITH_IMM never does.
+func TestQPDeadMidCell(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		permanent bool
+	}{
+		{"path comes back after its reset", false},
+		{"path is closed for good", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTestFabric(t, defaultOpts(3))
+			cut := false
+			f.hook = func(m *msg) verdict {
+				if m.kind == mCell && m.path == 1 && f.now > 100*us && !cut {
+					cut = true
+					f.ctl[1].permanent = tc.permanent
+					return verdict{partial: true}
+				}
+				return verdict{}
+			}
+			for range 4 {
+				f.transfer(0, 512<<10, true)
+			}
+			settle(t, f)
+			requireDelivered(t, f)
+			require.True(t, cut)
+			a := f.ends[0].e
+			require.Equal(t, uint64(1), a.Stats().GiveUps)
+			require.NotZero(t, a.Stats().CellsReposted)
+			if tc.permanent {
+				require.Equal(t, cell.PathDead, a.Path(1).State)
+			} else {
+				require.Equal(t, cell.PathUp, a.Path(1).State)
+				require.Equal(t, uint64(1), a.Stats().Readmissions)
+			}
+		})
+	}
+}
+
+// A slow path, not a dead one: its cell is re-posted after T_soft, the
+// re-post lands first, then the late original lands too. The range is
+// delivered once, and neither end hands its memory back before the slow
+// path's reset is confirmed (at that end).
+func TestSlowPathLateCopy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lag  int64 // the receiver confirms the reset this much later
+	}{
+		{"both ends confirm together", 0},
+		{"receiver confirms later: it holds the range", 2 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := defaultOpts(2)
+			o.errDelay = 5 * ms // the late copy lands while both QPs are still up
+			o.resetDelay = 6 * ms
+			o.recvResetLag = tc.lag
+			f := newTestFabric(t, o)
+			first := firstCellOn(0)
+			var lateAt int64
+			f.hook = func(m *msg) verdict {
+				if first(m) {
+					lateAt = f.now + 3*ms
+					return verdict{delay: 3 * ms}
+				}
+				return verdict{}
+			}
+			x := f.transfer(0, 10<<10, true)
+			settle(t, f)
+			requireDelivered(t, f)
+
+			a, b := f.ends[0], f.ends[1]
+			ids := a.postedIDs()
+			require.Len(t, ids, 1)
+			require.Equal(t, []int{1, 1}, a.cellsOn(), "the original on path 0, the re-post on path 1")
+			require.Equal(t, 2, b.tokensFor[ids[0]], "the late original is acknowledged too")
+			require.Equal(t, uint64(1), b.e.Stats().Duplicates)
+			require.Equal(t, uint64(1), b.e.Stats().RangesReceived)
+			require.Less(t, lateAt, confirmedAt(a, 0), "the late copy landed before the reset")
+			require.GreaterOrEqual(t, x.sentAt, confirmedAt(a, 0))
+			require.GreaterOrEqual(t, x.recvAt, confirmedAt(b, 0))
+		})
+	}
+}
+
+func TestNACK(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		v     verdict
+		isWC  bool
+		isTok bool
+	}{
+		{"error completion", verdict{fail: true}, true, false},
+		{"NACK token", verdict{nack: true}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTestFabric(t, defaultOpts(2))
+			first := firstCellOn(0)
+			firstTok := false
+			f.hook = func(m *msg) verdict {
+				if tc.isWC && first(m) {
+					return tc.v
+				}
+				if tc.isTok && m.kind == mToken && m.path == 0 && !firstTok {
+					firstTok = true
+					return tc.v
+				}
+				return verdict{}
+			}
+			f.transfer(0, 100<<10, true)
+			settle(t, f)
+			requireDelivered(t, f)
+			a := f.ends[0]
+			require.Equal(t, uint64(1), a.e.Stats().GiveUps)
+			require.Equal(t, uint64(1), a.e.Stats().Readmissions)
+			require.ErrorIs(t, a.resetCauses[0], cell.ErrNACK)
+			var wce *verbs.WCError
+			require.Equal(t, tc.isWC, errors.As(a.resetCauses[0], &wce))
+		})
+	}
+}
+
+// Every path dies for good: every range fails, at both ends, with an
+// error naming the peer and each path; nothing hangs and nothing is both
+// delivered and failed.
+func TestAllPathsDead(t *testing.T) {
+	f := newTestFabric(t, defaultOpts(3))
+	for range 3 {
+		f.transfer(0, 1<<20, true)
+	}
+	f.at(150*us, func() {
+		for q := range 3 {
+			f.kill(q, true)
+		}
+	})
+	settle(t, f)
+	requireClean(t, f)
+	for _, x := range f.xfers {
+		for _, ev := range []cell.Event{x.sent[0], x.recv[0]} {
+			require.ErrorIs(t, ev.Err, cell.ErrNoPath)
+			var re *cell.RangeError
+			require.ErrorAs(t, ev.Err, &re)
+			require.Equal(t, x.tag, re.Tag)
+			var np *cell.NoPathError
+			require.ErrorAs(t, ev.Err, &np)
+			require.Len(t, np.Paths, 3)
+			for q, pe := range np.Paths {
+				var p *cell.PathError
+				require.ErrorAs(t, pe, &p)
+				require.Equal(t, q, p.Path)
+			}
+		}
+	}
+	a := f.ends[0].e
+	msg := f.xfers[0].sent[0].Err.Error()
+	require.Contains(t, msg, "peer B")
+	require.Contains(t, msg, "path 0")
+	require.Contains(t, msg, "path 2")
+	require.ErrorIs(t, a.Send(f.now, cell.SendRange{Len: 1}), cell.ErrNoPath)
+	require.ErrorIs(t, f.ends[1].e.Recv(f.now, cell.RecvRange{Len: 1}), cell.ErrNoPath)
+}
+
+// Ids start just below 2^32 and wrap while cells are in flight; the
+// receiver refuses the cell with id 2^32−1 once, which sends its path
+// through recovery right at the wrap.
+func TestIDWrapAround(t *testing.T) {
+	o := defaultOpts(4)
+	o.cfg.FirstCellID = 1<<32 - 10
+	f := newTestFabric(t, o)
+	nacked := false
+	f.hook = func(m *msg) verdict {
+		if m.kind == mToken && m.token.ID == 1<<32-1 && !nacked {
+			nacked = true
+			return verdict{nack: true}
+		}
+		return verdict{}
+	}
+	for range 3 {
+		f.transfer(0, 300<<10, true)
+	}
+	settle(t, f)
+	requireDelivered(t, f)
+	ids := f.ends[0].postedIDs()
+	require.Len(t, ids, 57)
+	require.Equal(t, uint32(1<<32-10), ids[0])
+	require.Contains(t, ids, uint32(1<<32-1))
+	require.Contains(t, ids, uint32(0))
+	require.Equal(t, uint32(46), ids[len(ids)-1])
+	require.True(t, nacked)
+	a := f.ends[0].e.Stats()
+	require.Equal(t, uint64(1), a.GiveUps)
+	require.NotZero(t, a.CellsReposted)
+	require.NotZero(t, f.ends[1].e.Stats().Duplicates, "the refused copy landed, so its re-post is a duplicate")
+}
+
+// Tokens of path 0 are delayed, so tokens of later cells on path 1 arrive
+// first: nothing is given up or re-sent, and the ranges wait for the
+// earlier cells.
+func TestTokensOutOfOrderAcrossPaths(t *testing.T) {
+	f := newTestFabric(t, defaultOpts(2))
+	f.hook = func(m *msg) verdict {
+		if m.kind == mToken && m.path == 0 {
+			return verdict{delay: 150 * us}
+		}
+		return verdict{}
+	}
+	f.transfer(0, 1<<20, true)
+	settle(t, f)
+	requireDelivered(t, f)
+	arr := f.ends[0].tokenArrivals
+	require.False(t, slices.IsSorted(arr), "tokens arrived in id order: the scenario did not reorder")
+	a := f.ends[0].e.Stats()
+	require.Zero(t, a.GiveUps)
+	require.Zero(t, a.CellsReposted)
+	require.Zero(t, a.TokensStale)
+}
+
+// A path that failed is reset and carries cells again.
+func TestReadmissionAfterReset(t *testing.T) {
+	f := newTestFabric(t, defaultOpts(2))
+	f.at(100*us, func() { f.kill(1, false) })
+	for range 6 {
+		f.transfer(0, 1<<20, true)
+	}
+	settle(t, f)
+	requireDelivered(t, f)
+	a := f.ends[0]
+	require.Equal(t, uint64(1), a.e.Stats().GiveUps)
+	require.Equal(t, uint64(1), a.e.Stats().Readmissions)
+	back := confirmedAt(a, 1)
+	require.NotZero(t, back)
+	after := 0
+	for _, p := range a.posts {
+		if p.path == 1 && p.at >= back {
+			after++
+		}
+	}
+	require.NotZero(t, after, "path 1 carries cells again after its reset")
+	require.Equal(t, cell.PathUp, a.e.Path(1).State)
+}
+
+// The sender never has more WRITE_WITH_IMM outstanding on a path than the
+// receiver has receives posted there (the fabric records a violation when
+// one finds none), even with one receive per path and traffic both ways.
+func TestFlowControlNeverExceeded(t *testing.T) {
+	for _, depth := range []int{1, 2, 8} {
+		o := defaultOpts(3)
+		o.cfg.RecvDepth = depth
+		o.cfg.CellSize = 4096
+		f := newTestFabric(t, o)
+		for i := range 10 {
+			f.transfer(i%2, 64<<10, i%3 == 0)
+		}
+		settle(t, f)
+		requireDelivered(t, f)
+		for _, en := range f.ends {
+			for q := range 3 {
+				require.LessOrEqual(t, en.e.Path(q).Cells, depth)
+			}
+		}
+	}
+}
+
+// A send range longer than its grant fails at both ends, and writes
+// nothing; the next range goes through.
+func TestTooLongRange(t *testing.T) {
+	f := newTestFabric(t, defaultOpts(2))
+	bad := f.transferInto(0, 100<<10, 50<<10, true)
+	f.transfer(0, 30<<10, true)
+	settle(t, f)
+	requireClean(t, f)
+	require.ErrorIs(t, bad.sent[0].Err, cell.ErrTooLong)
+	require.ErrorIs(t, bad.recv[0].Err, cell.ErrTooLong)
+	require.ErrorIs(t, bad.recv[0].Err, cell.ErrRemote)
+	require.NoError(t, f.xfers[1].sent[0].Err)
+	require.NoError(t, f.xfers[1].recv[0].Err)
+	require.Equal(t, uint64(2), f.ends[0].e.Stats().CellsPosted)
+}
+
+// A receive range larger than what is sent gets the sent length.
+func TestShortSendIntoLargeGrant(t *testing.T) {
+	f := newTestFabric(t, defaultOpts(2))
+	x := f.transferInto(0, 20<<10, 64<<10, false)
+	settle(t, f)
+	requireDelivered(t, f)
+	require.Equal(t, int64(20<<10), x.recv[0].Len)
+}

@@ -1,0 +1,338 @@
+package cell
+
+import "fmt"
+
+// sendRange is a send range from Send to its final.
+type sendRange struct {
+	SendRange
+	seq     uint32
+	active  bool // between Send and its Event
+	matched bool // its grant is known
+	grant   Grant
+	cut     int64 // bytes cut into cells so far
+	// unresolved counts its cells not yet resolved.
+	unresolved int
+}
+
+type finalRec struct {
+	f     Final
+	valid bool
+}
+
+type grantSlot struct {
+	g     Grant
+	valid bool
+}
+
+// sender is the sending half of a connection.
+type sender struct {
+	tq     tracker
+	ranges []sendRange // slot seq mod MaxRanges
+	grants []grantSlot // the peer's grants, slot seq mod MaxRanges
+	// finals keeps each final sent until the peer has surely seen it (it
+	// granted the slot again), to write it again if its path fails.
+	finals []finalRec
+	mask   uint32
+	seq    uint32 // sequence number of the next Send
+	oldest uint32 // oldest range without its Event
+	cutSeq uint32 // the range being cut into cells
+	// maxGrant is the highest grant sequence number seen, if anyGrant.
+	maxGrant uint32
+	anyGrant bool
+}
+
+func (s *sender) init(cfg Config) {
+	s.tq.init(cfg.Window, cfg.FirstCellID)
+	s.ranges = make([]sendRange, cfg.MaxRanges)
+	s.grants = make([]grantSlot, cfg.MaxRanges)
+	s.finals = make([]finalRec, cfg.MaxRanges)
+	s.mask = uint32(cfg.MaxRanges - 1)
+}
+
+func (s *sender) at(seq uint32) *sendRange { return &s.ranges[seq&s.mask] }
+
+// Send queues a range for the peer. It is sent once the peer's grant for
+// it (the grant with the same sequence number: the k-th Send fills the
+// k-th Recv) has arrived, and its Event comes when every byte has landed
+// and no copy of any of its cells can land any more.
+func (e *Engine) Send(now int64, r SendRange) error {
+	e.begin(now)
+	s := &e.snd
+	if e.err != nil {
+		return e.err
+	}
+	if r.Len < 0 || r.Len > 1<<48 {
+		return fmt.Errorf("%w: peer %s: send range tag %d has length %d", ErrInvalid, e.cfg.Peer, r.Tag, r.Len)
+	}
+	if int(s.seq-s.oldest) >= len(s.ranges) {
+		return fmt.Errorf("%w: peer %s: %d send ranges outstanding", ErrBusy, e.cfg.Peer, len(s.ranges))
+	}
+	*s.at(s.seq) = sendRange{SendRange: r, seq: s.seq, active: true}
+	s.seq++
+	e.pump()
+	return nil
+}
+
+// Grant feeds a grant polled from the grant ring. Duplicates and stale
+// records are ignored.
+func (e *Engine) Grant(now int64, g Grant) {
+	e.begin(now)
+	s := &e.snd
+	if e.err != nil {
+		return
+	}
+	if !s.anyGrant || seqBefore(s.maxGrant, g.Seq) {
+		s.maxGrant, s.anyGrant = g.Seq, true
+	}
+	if !inWindow(g.Seq, s.cutSeq, uint32(len(s.grants))) {
+		return
+	}
+	slot := &s.grants[g.Seq&s.mask]
+	if slot.valid && slot.g.Seq == g.Seq {
+		return
+	}
+	*slot = grantSlot{g: g, valid: true}
+	e.pump()
+}
+
+// Token feeds a token polled from the token ring. A token for a copy
+// resolves it and every copy posted before it on the same path (RC
+// delivers a QP's writes in order), gives their credits back, and yields
+// an RTT and a bandwidth sample. A NACK gives the path up. Tokens that
+// match nothing outstanding are ignored.
+func (e *Engine) Token(now int64, t Token) {
+	e.begin(now)
+	if e.err != nil {
+		return
+	}
+	if t.Path < 0 || t.Path >= len(e.paths) {
+		e.stats.TokensStale++
+		return
+	}
+	p := &e.paths[t.Path]
+	k := p.find(t.ID)
+	if k < 0 {
+		e.stats.TokensStale++
+		return
+	}
+	e.stats.TokensAccepted++
+	nack := t.Status == TokenNACK
+	start := max(p.at(0).sentAt, p.progress)
+	var bytes int64
+	for i := 0; i <= k; i++ {
+		rec := p.popHead()
+		c := e.snd.tq.at(rec.id)
+		c.copies--
+		if p.state == PathUp {
+			p.credits++
+		}
+		bytes += rec.n
+		if i < k || !nack {
+			c.acked = true
+		}
+		if i == k && !nack {
+			rtt := e.now - rec.sentAt
+			p.est.sample(rtt)
+			p.est.rate(bytes, e.now-start)
+			p.est.minimum(rtt, rec.n)
+		}
+		if i == k && nack {
+			e.snd.tq.queue(c)
+		}
+		e.resolve(c)
+	}
+	p.progress = e.now
+	if nack {
+		e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: t.Path, Cell: t.ID, HasCell: true,
+			Err: fmt.Errorf("%w: the receiver refused the cell", ErrNACK)})
+	}
+	e.snd.advance()
+	e.pump()
+}
+
+// resolve counts a cell off its range once nothing about it is pending.
+func (e *Engine) resolve(c *cell) {
+	if c.done || !c.resolved() || e.err != nil {
+		return
+	}
+	c.done = true
+	r := e.snd.at(c.rseq)
+	r.unresolved--
+	e.maybeFinish(r)
+}
+
+// advance slides NEXT_ACK over resolved cells.
+func (s *sender) advance() {
+	for s.tq.nextAck != s.tq.nextSend && s.tq.at(s.tq.nextAck).done {
+		s.tq.nextAck++
+	}
+}
+
+func (e *Engine) maybeFinish(r *sendRange) {
+	if r.active && r.matched && r.cut == r.Len && r.unresolved == 0 {
+		e.finishSend(r, FinalOK, nil)
+	}
+}
+
+// finishSend ends a range: the final tells the receiver, the event the
+// application.
+func (e *Engine) finishSend(r *sendRange, status FinalStatus, err error) {
+	s := &e.snd
+	r.active = false
+	ev := Event{Kind: Sent, Tag: r.Tag, Len: r.Len}
+	if err != nil {
+		ev.Len = 0
+		ev.Err = &RangeError{Peer: e.cfg.Peer, Dir: "send", Tag: r.Tag, Seq: r.seq, Len: r.Len, Err: err}
+		e.stats.RangesFailed++
+	} else {
+		e.stats.RangesSent++
+	}
+	if status != 0 {
+		f := Final{Seq: r.seq, Len: ev.Len, Status: status}
+		s.finals[r.seq&s.mask] = finalRec{f: f, valid: true}
+		e.writeFinal(f)
+	}
+	e.rd.Events = append(e.rd.Events, ev)
+	for s.oldest != s.seq && !s.at(s.oldest).active {
+		s.oldest++
+	}
+}
+
+func (e *Engine) writeFinal(f Final) {
+	if q := e.ctrlPath(); q >= 0 {
+		e.rd.Finals = append(e.rd.Finals, FinalWrite{Path: q, Slot: int(f.Seq & e.gmask), Final: f})
+	}
+}
+
+// reemit writes again the finals whose ring slot the receiver has not
+// granted again: those it may not have seen.
+func (s *sender) reemit(e *Engine) {
+	for i := range s.finals {
+		f := &s.finals[i]
+		if f.valid && !(s.anyGrant && seqDiff(s.maxGrant, f.f.Seq) >= int32(len(s.finals))) && !e.finalQueued(f.f.Seq) {
+			e.writeFinal(f.f)
+		}
+	}
+}
+
+func (e *Engine) finalQueued(seq uint32) bool {
+	for i := range e.rd.Finals {
+		if e.rd.Finals[i].Final.Seq == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// nextCut returns the range to cut the next cell from, matching ranges to
+// their grants in order, or nil if none can go yet.
+func (e *Engine) nextCut() *sendRange {
+	s := &e.snd
+	for s.cutSeq != s.seq {
+		r := s.at(s.cutSeq)
+		if !r.matched {
+			g := &s.grants[s.cutSeq&s.mask]
+			if !g.valid || g.g.Seq != s.cutSeq {
+				return nil
+			}
+			r.matched, r.grant = true, g.g
+			if r.Len > g.g.Len {
+				e.finishSend(r, FinalTooLong, fmt.Errorf("%w: %d bytes into a grant of %d", ErrTooLong, r.Len, g.g.Len))
+				s.cutSeq++
+				continue
+			}
+			e.maybeFinish(r) // an empty range is done at once
+		}
+		if r.active && r.cut < r.Len {
+			return r
+		}
+		s.cutSeq++
+	}
+	return nil
+}
+
+// cellSize is the size of the next new cell: fixed, or 1.5 × the mean
+// bandwidth-delay product of the measured up paths, within bounds and
+// rounded up to whole MTUs.
+func (e *Engine) cellSize() int64 {
+	if e.cfg.CellSize > 0 {
+		return e.cfg.CellSize
+	}
+	var sum, k int64
+	for i := range e.paths {
+		p := &e.paths[i]
+		if b := p.est.bdp(); p.state == PathUp && b > 0 {
+			sum += b
+			k++
+		}
+	}
+	size := e.cfg.InitialCellSize
+	if k > 0 {
+		mtu := int64(e.cfg.MTU)
+		size = (3*(sum/k)/2 + mtu - 1) / mtu * mtu
+	}
+	return min(max(size, e.cfg.MinCellSize), e.cfg.MaxCellSize)
+}
+
+// pump places cells while the policy finds room: re-posts first, then new
+// cells while the window has room.
+func (e *Engine) pump() {
+	s := &e.snd
+	for e.err == nil {
+		c := s.tq.peekRepost()
+		var r *sendRange
+		var n int64
+		if c != nil {
+			n = c.n
+		} else {
+			if s.tq.full() {
+				return
+			}
+			if r = e.nextCut(); r == nil {
+				return
+			}
+			n = min(e.cellSize(), r.Len-r.cut)
+		}
+		for i := range e.paths {
+			e.infos[i] = e.paths[i].info()
+		}
+		q := e.policy.Pick(e.infos, n)
+		if q < 0 || q >= len(e.paths) || e.paths[q].state != PathUp || e.paths[q].credits <= 0 {
+			return
+		}
+		if c != nil {
+			s.tq.popRepost()
+			c.queued = false
+			e.stats.CellsReposted++
+		} else {
+			c = s.tq.open(r.seq, r.cut, n)
+			r.cut += n
+			r.unresolved++
+		}
+		e.post(&e.paths[q], c)
+	}
+}
+
+// post hands out a copy of cell c on path p.
+func (e *Engine) post(p *path, c *cell) {
+	r := e.snd.at(c.rseq)
+	wr := c.build(p.idx, e.cfg.MTU, r.Addr, r.LKey, r.grant.Addr, r.grant.RKey)
+	p.push(copyRec{id: c.id, sentAt: e.now, n: c.n, batch: e.batch})
+	p.credits--
+	p.cellsPosted++
+	p.bytesPosted += uint64(c.n)
+	c.copies++
+	c.attempts++
+	e.stats.CellsPosted++
+	e.rd.Posts = append(e.rd.Posts, Post{Path: p.idx, WR: wr, Cell: c.id})
+}
+
+// fail ends every open send range with the connection's failure.
+func (s *sender) fail(e *Engine) {
+	for q := s.oldest; q != s.seq; q++ {
+		if r := s.at(q); r.active {
+			e.finishSend(r, 0, e.err)
+		}
+	}
+	s.tq.rn = 0
+}

@@ -1,0 +1,105 @@
+package cell_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/cell"
+)
+
+func TestWireRoundTrip(t *testing.T) {
+	tok := cell.Token{ID: 1<<32 - 1, Path: 63, Status: cell.TokenDup, RxTime: -5}
+	b := make([]byte, cell.TokenSize)
+	cell.PutToken(b, tok)
+	got, ok := cell.ReadToken(b)
+	require.True(t, ok)
+	require.Equal(t, tok, got)
+
+	g := cell.Grant{Seq: 7, Addr: 0xdeadbeef000, RKey: 0x1234, Len: 1 << 40}
+	b = make([]byte, cell.GrantSize)
+	cell.PutGrant(b, g)
+	gg, ok := cell.ReadGrant(b)
+	require.True(t, ok)
+	require.Equal(t, g, gg)
+
+	f := cell.Final{Seq: 9, Len: 12345, Status: cell.FinalTooLong}
+	b = make([]byte, cell.FinalSize)
+	cell.PutFinal(b, f)
+	ff, ok := cell.ReadFinal(b)
+	require.True(t, ok)
+	require.Equal(t, f, ff)
+}
+
+// A zeroed slot, or one whose write tore, does not decode.
+func TestWireRejectsTornAndEmptySlots(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		put  func([]byte)
+		read func([]byte) bool
+	}{
+		{"token", cell.TokenSize,
+			func(b []byte) { cell.PutToken(b, cell.Token{ID: 42, Path: 1, Status: cell.TokenOK, RxTime: 99}) },
+			func(b []byte) bool { _, ok := cell.ReadToken(b); return ok }},
+		{"grant", cell.GrantSize,
+			func(b []byte) { cell.PutGrant(b, cell.Grant{Seq: 3, Addr: 1 << 40, RKey: 5, Len: 4096}) },
+			func(b []byte) bool { _, ok := cell.ReadGrant(b); return ok }},
+		{"final", cell.FinalSize,
+			func(b []byte) { cell.PutFinal(b, cell.Final{Seq: 3, Len: 4096, Status: cell.FinalOK}) },
+			func(b []byte) bool { _, ok := cell.ReadFinal(b); return ok }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := make([]byte, tc.size)
+			require.False(t, tc.read(b), "an empty slot")
+			tc.put(b)
+			require.True(t, tc.read(b))
+			// A write that tore: some bytes are from another record.
+			b[2] ^= 0x5A
+			require.False(t, tc.read(b), "a torn record")
+		})
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  cell.Config
+		want string
+	}{
+		{"no paths", cell.Config{Peer: "r3"}, "Paths = 0"},
+		{"too many paths", cell.Config{Paths: 65}, "Paths = 65"},
+		{"window not a power of two", cell.Config{Paths: 1, Window: 100}, "Window = 100"},
+		{"ranges not a power of two", cell.Config{Paths: 1, MaxRanges: 3}, "MaxRanges = 3"},
+		{"cell bounds crossed", cell.Config{Paths: 1, MinCellSize: 1 << 20, MaxCellSize: 1 << 10}, "MinCellSize"},
+		{"negative cell", cell.Config{Paths: 1, CellSize: -1}, "CellSize = -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cell.New(tc.cfg)
+			require.ErrorIs(t, err, cell.ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err := cell.New(cell.Config{Peer: "r3"})
+	require.ErrorContains(t, err, "peer r3")
+}
+
+// Inputs that name a path that does not exist, or ranges that cannot be,
+// are errors; too many ranges at once is ErrBusy.
+func TestInputValidation(t *testing.T) {
+	e, err := cell.New(cell.Config{Peer: "r1", Paths: 2, MaxRanges: 2})
+	require.NoError(t, err)
+	e.Ready()
+	require.ErrorIs(t, e.PathReset(0, 2), cell.ErrInvalid)
+	require.ErrorIs(t, e.PathFailed(0, -1, nil), cell.ErrInvalid)
+	require.ErrorIs(t, e.PathDead(0, 5, nil), cell.ErrInvalid)
+	require.ErrorIs(t, e.Completion(0, 9, verbsWC()), cell.ErrInvalid)
+	require.ErrorIs(t, e.Send(0, cell.SendRange{Len: -1}), cell.ErrInvalid)
+	require.ErrorIs(t, e.Recv(0, cell.RecvRange{Len: -1}), cell.ErrInvalid)
+	for range 2 {
+		require.NoError(t, e.Send(0, cell.SendRange{Len: 10}))
+		require.NoError(t, e.Recv(0, cell.RecvRange{Len: 10}))
+	}
+	require.ErrorIs(t, e.Send(0, cell.SendRange{Len: 10}), cell.ErrBusy)
+	require.ErrorIs(t, e.Recv(0, cell.RecvRange{Len: 10}), cell.ErrBusy)
+}
