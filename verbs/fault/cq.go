@@ -312,6 +312,9 @@ func (c *CQ) dropMarks(qpn uint32) {
 // as it arrives, and handling it closes m.done.
 func (c *CQ) await(ctx context.Context, m *mark) bool {
 	for {
+		if ctx.Err() != nil {
+			return isDone(m)
+		}
 		select {
 		case c.consume <- struct{}{}:
 		case <-m.done:

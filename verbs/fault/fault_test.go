@@ -80,6 +80,20 @@ func TestStallHoldsUntilChanged(t *testing.T) {
 	require.Equal(t, fault.Stats{Requests: 3, Bytes: 3072}, f.a.Stats())
 }
 
+func TestHeldRequestsFillTheQueue(t *testing.T) {
+	f := newFixture(t, verbs.QPConfig{MaxSendWR: 2})
+	f.a.Inject(fault.Fault{Kind: fault.Stall})
+	f.post(f.write(1, 0, 8), f.write(2, 8, 8))
+	wr := f.write(3, 16, 8)
+	bad, err := f.a.PostSend(wr)
+	require.ErrorIs(t, err, verbs.ErrQueueFull)
+	require.Same(t, wr, bad)
+	f.a.Inject(fault.Fault{})
+	for i, wc := range waitWCs(t, f.asend, 2, "released requests") {
+		requireWC(t, wc, uint64(i+1), verbs.StatusSuccess)
+	}
+}
+
 func TestDropBreaks(t *testing.T) {
 	f := newFixture(t, verbs.QPConfig{Timeout: 50 * time.Millisecond})
 	set(f.dst.Bytes()[:4096], 0xee)

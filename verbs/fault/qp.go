@@ -122,6 +122,9 @@ func (q *QP) postLocked(wr *verbs.SendWR) (*verbs.SendWR, error) {
 		if err := q.check(w); err != nil {
 			return w, err
 		}
+		if q.held.len() >= q.maxSend {
+			return w, fmt.Errorf("%w: fault: qp %d holds %d send requests", verbs.ErrQueueFull, q.num, q.held.len())
+		}
 		kind := q.fault.Kind
 		if q.after > 0 {
 			q.after--
