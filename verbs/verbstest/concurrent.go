@@ -51,7 +51,7 @@ func testConcurrentPost(t *testing.T, p Provider) {
 			}
 		})
 	}
-	wg.Wait()
+	waitGroup(t, &wg, "goroutines posting receives")
 
 	// Collectors count every completion they see on one CQ.
 	// A tally's context ends when it has seen every completion, which
@@ -148,8 +148,8 @@ func testConcurrentPost(t *testing.T, p Provider) {
 			}
 		})
 	}
-	wg.Wait()
-	collectors.Wait()
+	waitGroup(t, &wg, "posters")
+	waitGroup(t, &collectors, "collectors waiting on the CQs")
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)

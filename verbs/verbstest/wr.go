@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/stretchr/testify/require"
@@ -96,14 +98,46 @@ func collect(ctx context.Context, cq verbs.CQ, n int) ([]verbs.WC, error) {
 	return out, nil
 }
 
-// waitWCs waits up to waitTimeout for exactly n completions on cq.
+// waitWCs waits up to waitTimeout for exactly n completions on cq. It
+// waits in another goroutine, so that a Wait ignoring its context fails
+// the test instead of hanging it.
 func waitWCs(t *testing.T, cq verbs.CQ, n int, what string) []verbs.WC {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	wcs, err := collect(ctx, cq, n)
-	require.NoError(t, err, "waiting for %s", what)
-	return wcs
+	type result struct {
+		wcs []verbs.WC
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		wcs, err := collect(ctx, cq, n)
+		ch <- result{wcs, err}
+	}()
+	select {
+	case r := <-ch:
+		require.NoError(t, r.err, "waiting for %s", what)
+		return r.wcs
+	case <-time.After(waitTimeout + time.Second):
+		require.FailNowf(t, "CQ Wait ignored its context", "waiting for %s: Wait still blocked %v after its deadline", what, time.Second)
+		return nil
+	}
+}
+
+// waitGroup waits for wg like wg.Wait, failing the test if that takes
+// longer than waitTimeout.
+func waitGroup(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout + time.Second):
+		require.FailNowf(t, "goroutines did not finish", "%s: still running after %v", what, waitTimeout)
+	}
 }
 
 // waitWC waits for one completion.
