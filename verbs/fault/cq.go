@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -99,10 +100,13 @@ func (c *CQ) Poll(wc []verbs.WC) int {
 	return n
 }
 
+// spinPolls is how many times Wait polls before it parks.
+const spinPolls = 64
+
 // Wait implements verbs.CQ. It parks in the provider's CQ, from which the
 // wrapper interrupts it when it has completions of its own to add.
 func (c *CQ) Wait(ctx context.Context, wc []verbs.WC) (int, error) {
-	for {
+	for i := 0; ; i++ {
 		if n := c.Poll(wc); n > 0 {
 			return n, nil
 		}
@@ -111,6 +115,12 @@ func (c *CQ) Wait(ctx context.Context, wc []verbs.WC) (int, error) {
 		}
 		if err := ctx.Err(); err != nil {
 			return 0, err
+		}
+		if i < spinPolls {
+			// Parking costs two small allocations; a completion due in a
+			// few microseconds is cheaper to catch by polling.
+			runtime.Gosched()
+			continue
 		}
 		select {
 		case c.consume <- struct{}{}:
