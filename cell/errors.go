@@ -42,18 +42,19 @@ type PathError struct {
 	Err     error
 }
 
-func (e *PathError) Error() string {
+func (e *PathError) Error() string { return "cell: peer " + e.Peer + " " + e.detail() }
+
+// detail is the message without the package and peer, for composing.
+func (e *PathError) detail() string {
 	var b strings.Builder
-	b.WriteString("cell: peer ")
-	b.WriteString(e.Peer)
-	b.WriteString(" path ")
+	b.WriteString("path ")
 	b.WriteString(strconv.Itoa(e.Path))
 	if e.HasCell {
 		b.WriteString(" cell ")
 		b.WriteString(strconv.FormatUint(uint64(e.Cell), 10))
 	}
 	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
+	b.WriteString(bare(e.Err, e.Peer))
 	return b.String()
 }
 
@@ -66,18 +67,22 @@ type NoPathError struct {
 	Paths []error
 }
 
-func (e *NoPathError) Error() string {
+func (e *NoPathError) Error() string { return "cell: peer " + e.Peer + ": " + e.detail() }
+
+func (e *NoPathError) detail() string {
 	var b strings.Builder
-	b.WriteString("cell: peer ")
-	b.WriteString(e.Peer)
-	b.WriteString(": no usable path")
+	b.WriteString("no usable path")
 	for i, err := range e.Paths {
 		if i == 0 {
 			b.WriteString(": ")
 		} else {
 			b.WriteString("; ")
 		}
-		b.WriteString(err.Error())
+		if pe, ok := err.(*PathError); ok {
+			b.WriteString(pe.detail())
+		} else {
+			b.WriteString("path " + strconv.Itoa(i) + ": " + bare(err, e.Peer))
+		}
 	}
 	return b.String()
 }
@@ -104,7 +109,23 @@ type RangeError struct {
 func (e *RangeError) Error() string {
 	return "cell: peer " + e.Peer + ": " + e.Dir + " range tag " + strconv.FormatUint(e.Tag, 10) +
 		" (seq " + strconv.FormatUint(uint64(e.Seq), 10) + ", " + strconv.FormatInt(e.Len, 10) +
-		" bytes): " + e.Err.Error()
+		" bytes): " + bare(e.Err, e.Peer)
 }
 
 func (e *RangeError) Unwrap() error { return e.Err }
+
+// bare renders a wrapped error without the package and peer prefixes its
+// wrapper already gives, so that composed messages read once.
+func bare(err error, peer string) string {
+	if err == nil {
+		return "up"
+	}
+	switch x := err.(type) {
+	case *NoPathError:
+		return x.detail()
+	case *PathError:
+		return x.detail()
+	}
+	msg := strings.TrimPrefix(err.Error(), "cell: ")
+	return strings.TrimPrefix(msg, "peer "+peer+": ")
+}

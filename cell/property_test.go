@@ -18,8 +18,8 @@ import (
 // memory; no WRITE_WITH_IMM finds its receive queue empty; nothing hangs.
 func TestRandomFaultsNeverCorruptDelivery(t *testing.T) {
 	seeds := 300
-	if testing.Short() {
-		seeds = 50
+	if testing.Short() || raceEnabled {
+		seeds = 60
 	}
 	for seed := range uint64(seeds) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {

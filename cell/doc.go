@@ -1,0 +1,129 @@
+// Package cell is RDMACell: the engine that moves ranges of registered
+// memory between two peers as flowcells scheduled over several RC queue
+// pairs (paths), with token feedback, per-path RTT estimation, a soft
+// timeout and fast recovery onto the other paths.
+//
+// # A pure state machine
+//
+// An Engine holds the protocol of one connection, both directions, and
+// nothing else: no goroutines, no clock, no I/O, no randomness. Like
+// etcd's raft it takes inputs and accumulates outputs:
+//
+//   - inputs: Send and Recv (the application's ranges), Grant, Token and
+//     Final (records the peer wrote into this end's rings), Completion
+//     (work completions polled from the paths' CQs), PathFailed,
+//     PathReset and PathDead (the driver's reports on its QPs), and Tick;
+//     each takes the current time in nanoseconds;
+//   - outputs, drained with Ready: receive chains to post, paths to reset,
+//     cell chains to post, tokens, grants and finals to write into the
+//     peer's rings, range events, and the deadline of the next Tick.
+//
+// A driver binds an engine to real QPs, a clock and the three rings (see
+// Ready for the order in which it acts on a batch); a network simulator
+// binds the same engine to simulated QPs on virtual time. The tests of
+// this package do the latter. Placement is behind the Policy interface:
+// Adaptive (the default), ECMP and Spray.
+//
+// # Flowcells and their chains
+//
+// A send range is cut into flowcells of 1.5 × the bandwidth-delay product
+// measured on the paths (the bandwidth from the delivery rate of tokens,
+// the delay from the best RTT less the timed cell's own transmission),
+// bounded by [MinCellSize, MaxCellSize], or of a fixed CellSize; a range
+// no larger than one cell is one cell. Each cell is posted as one chain:
+// a WRITE of all but its last MTU, linked to a signaled WRITE_WITH_IMM of
+// the last MTU whose immediate is the cell's Global_Cell_ID; a cell of at
+// most one MTU is the WRITE_WITH_IMM alone.
+//
+// The paper's figure posts the signalling WQE first and the payload after
+// it. We post it last: RC places a QP's writes in order, so the
+// receiver's immediate completion then proves that every byte of the cell
+// has landed, and the token it triggers acknowledges data that is really
+// there. Token-first would acknowledge a cell whose payload may still be
+// lost with its path, and the sender would hand back memory the receiver
+// never got.
+//
+// Global_Cell_IDs are 32-bit per connection, starting at FirstCellID and
+// wrapping; they are compared with serial-number arithmetic, which is
+// unambiguous because at most Window (far below 2^31) cells are in flight.
+//
+// # Tokens and the tracking queue
+//
+// On each immediate completion the receiver half posts the consumed
+// receive again and emits a Token (id, its own timestamp, status, path)
+// for the driver to WRITE over the same path into the sender's token
+// ring, slot id mod Window. A copy seen before is acknowledged again
+// (TokenDup) but counted once; an id no sender window could hold is
+// refused (TokenNACK).
+//
+// The sender half keeps the tracking queue, a sliding window from
+// NEXT_ACK to NEXT_SEND with, per cell, its range, offset, length,
+// attempts and outstanding copies, and per path the copies posted there in
+// order. A token resolves its copy and every copy before it on that path
+// (RC order), returns their credits, and gives an RTT sample (receipt −
+// post time, on the sender's clock; the receiver's timestamp is only for
+// diagnostics). Per path, RTT_avg ← (1−α)·RTT_avg + α·sample and RTT_var ←
+// (1−β)·RTT_var + β·|sample − RTT_avg| with α = 1/8 and β = 1/4 (RFC 6298),
+// and T_soft = RTT_avg + 4·RTT_var, at least MinSoftTimeout.
+//
+// # Recovery
+//
+// A failed completion, a NACK token, a PathFailed report, or a path whose
+// oldest outstanding cell has gone without a token for T_soft (counted
+// from its posting or the path's last token, whichever is later: a cell
+// queued behind others on a QP cannot complete before them) isolates the
+// path: the cells it holds that have not landed go back, in order, to a
+// re-post queue served before new cells, and are posted again on healthy
+// paths as new work requests over the same memory (zero copy); a Reset
+// asks the driver to take the QP through ERR, RESET, INIT, RTR and RTS
+// with its peer in the background, and PathReset re-admits it with fresh
+// estimates. When no path is left up the connection has failed: every
+// open range fails with a *NoPathError that names the peer and why each
+// path was given up, and later inputs fail the same way. The driver then
+// closes every QP, which the peer's driver reports there as PathDead.
+//
+// # Quarantine of late copies
+//
+// A path given up for being slow, not dead, may still deliver the copies
+// it holds after their re-posts have landed. Those copies stay
+// outstanding, quarantined, until the path's reset is confirmed at both
+// ends (PathReset) or it is closed (PathDead): until then their cells are
+// not resolved, so the window does not slide past them (their ids, ring
+// slots and tracking slots are not reused), their ranges do not finish,
+// the sender's memory is not handed back (a late copy still reads it),
+// and no final tells the receiver its memory is free (a late copy could
+// still write it). On its side the receiver holds a range whose final
+// arrives while any of its own paths is down, until that path's reset is
+// confirmed here too, so that its memory never depends on the other end's
+// bookkeeping alone.
+//
+// # Flow control and finals
+//
+// The sender writes only where, and as much as, the receiver allows. The
+// receiver's memory is granted range by range: Recv emits a Grant (address,
+// rkey, length, sequence number) for the driver to write into the sender's
+// grant ring, and the k-th Send of a connection is written into the k-th
+// grant, never before the grant has arrived, and fails (at both ends)
+// with ErrTooLong if it does not fit. At most MaxRanges ranges are
+// outstanding per direction. The receive queues are covered by credits:
+// the receiver keeps RecvDepth receives posted on every path (a full chain
+// at start and after each reset, one more for each immediate completion),
+// and the sender never has more WRITE_WITH_IMM outstanding on a path than
+// that. Tokens return credits only because the receiver reposts the
+// receive before the token leaves (Ready puts receives first); a token is
+// an acknowledgement, not a permission: it never lets the sender write
+// more memory than was granted.
+//
+// A receive range is handed back on its Final, which the sender writes
+// (into the receiver's final ring) once every cell of the range has
+// landed and no copy of any of them can land any more. The receiver cannot
+// decide this alone: after a lost token the sender re-sends a cell the
+// receiver already has, so "all bytes are here" does not mean "nothing
+// more will be written".
+//
+// Grants and finals ride RC like everything else and are lost only with
+// their path; whenever a path fails or comes back, the engine writes again
+// every grant not yet used up and every final the receiver may not have
+// seen. The records are idempotent, and Put/Read functions fix their
+// layout in the rings.
+package cell
