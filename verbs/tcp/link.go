@@ -38,7 +38,7 @@ type link struct {
 	ctlTail [3 * headerLen]byte // for a NAK queued after ctlBuf was taken
 
 	// Receiver state, owned by the receiver goroutine.
-	hdr      [headerLen]byte
+	rd       reader
 	expect   uint32 // PSN of the next request from the peer
 	rbufs    [][]byte
 	rnrTimer *time.Timer
@@ -75,6 +75,7 @@ func newLinkLocked(q *QP, conn net.Conn) *link {
 		rnrTimer: time.NewTimer(time.Hour),
 	}
 	l.rnrTimer.Stop()
+	l.rd.init(conn)
 	l.wg.Add(2)
 	q.link = l
 	q.touch()

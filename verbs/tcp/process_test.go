@@ -2,6 +2,7 @@ package tcp_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,8 +23,7 @@ const silentPeerEnv = "RDMACELL_TCP_TEST_SILENT_PEER"
 
 // serveSilentPeer opens a QP, prints its endpoint, reads the parent's,
 // connects, prints "ready" and then serves until its standard input
-// closes. It never posts a receive, so a WRITE_WITH_IMM to it waits in RNR
-// retries forever.
+// closes.
 func serveSilentPeer() int {
 	time.AfterFunc(2*time.Minute, func() { os.Exit(3) })
 	fail := func(err error) int {
@@ -72,10 +72,10 @@ func serveSilentPeer() int {
 	return 0
 }
 
-// TestSilentPeer stops the peer process (SIGSTOP) while a request waits
-// at it: no FIN, no RST, its kernel still acknowledges segments. The ack
-// timer must notice that the peer went silent and fail the request with
-// StatusRetryExceeded.
+// TestSilentPeer stops the peer process (SIGSTOP) and posts a request:
+// no FIN, no RST, the peer's kernel even takes the bytes, but nobody
+// places them. The ack timer must notice that the peer went silent and
+// fail the request with StatusRetryExceeded.
 func TestSilentPeer(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -144,13 +144,31 @@ func TestSilentPeer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, verbs.StatusSuccess, wc[0].Status)
 
-	_, err = q.PostSend(&verbs.SendWR{ID: 2, Opcode: verbs.OpWriteImm, Flags: verbs.Signaled, Imm: 1})
-	require.NoError(t, err)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+	waitStopped(t, cmd.Process.Pid)
+	_, err = q.PostSend(&verbs.SendWR{ID: 2, Opcode: verbs.OpWrite, Flags: verbs.Signaled})
+	require.NoError(t, err)
 	_, err = cq.Wait(ctx, wc)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), wc[0].ID)
 	require.Equal(t, verbs.StatusRetryExceeded, wc[0].Status)
 	require.Equal(t, verbs.StateErr, q.State())
 	require.ErrorIs(t, q.Err(), tcp.ErrAckTimeout)
+}
+
+// waitStopped waits until the kernel reports process pid stopped: a
+// signal is delivered asynchronously.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		require.NoError(t, err)
+		// The state follows the parenthesised command name.
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "process %d did not stop", pid)
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -130,8 +130,11 @@ type QP struct {
 	lostLink *link
 	sq       sendQueue
 	armed    bool // ackTimer is pending
-	held     soft.RecvSlot
-	holding  bool // the responder took held from rq and has not completed it
+	// rnrWait is set while the peer says the oldest requests wait for a
+	// receive: a live responder that is not ready, not a silent one.
+	rnrWait bool
+	held    soft.RecvSlot
+	holding bool // the responder took held from rq and has not completed it
 }
 
 var _ verbs.QP = (*QP)(nil)
@@ -313,6 +316,7 @@ func (q *QP) teardown(state verbs.QPState) {
 		return
 	}
 	q.sq.reset()
+	q.rnrWait = false
 	q.rq.Reset()
 	q.holding = false
 	q.err, q.lost = nil, nil
@@ -437,6 +441,14 @@ func (q *QP) onAckTimer() {
 		return
 	}
 	budget := q.cfg.ackBudget()
+	if q.rnrWait || (q.link != nil && q.link.rd.pending()) {
+		// An RNR wait lasts as long as the peer's RNR retries say, as on
+		// an RNIC, where receiver-not-ready answers keep the transport
+		// timer from expiring; a dead peer still ends it through its
+		// closed connection or TCP's own timeouts. Bytes waiting in our
+		// socket are a sign of life we were too busy to read.
+		q.touch()
+	}
 	quiet := time.Duration(monoNow() - q.progress.Load())
 	if quiet < budget {
 		q.armed = true

@@ -26,12 +26,12 @@ func (l *link) receive() {
 	defer l.wg.Done()
 	q := l.qp
 	for {
-		if _, err := io.ReadFull(l.conn, l.hdr[:]); err != nil {
+		if err := l.rd.readHeader(); err != nil {
 			l.readFailed(err)
 			return
 		}
 		q.touch()
-		h, err := decodeHeader(l.hdr[:])
+		h, err := decodeHeader(l.rd.hdr[:])
 		if err != nil {
 			l.protocolError(err)
 			return
@@ -100,6 +100,9 @@ func (l *link) onRNR(psn uint32) bool {
 	q := l.qp
 	q.mu.Lock()
 	_, ok := q.seqOf(psn)
+	if ok && !l.dead.Load() {
+		q.rnrWait = true
+	}
 	q.mu.Unlock()
 	if !ok {
 		l.protocolError(fmt.Errorf("%w: RNR notice for psn %d, which is not in flight", ErrProtocol, psn))
@@ -155,7 +158,7 @@ func (l *link) serve(h *header) bool {
 		if h.typ == frameWriteImm && !l.takeRecv(h) {
 			return false
 		}
-		if err := l.readPayload(dst); err != nil {
+		if err := l.readPayload(dst, true); err != nil {
 			l.readFailed(err)
 			return false
 		}
@@ -205,7 +208,7 @@ func (l *link) scatter(h *header) bool {
 			break
 		}
 		n := min(left, len(b))
-		if err := l.readPayload(b[:n]); err != nil {
+		if err := l.readPayload(b[:n], n == left); err != nil {
 			l.readFailed(err)
 			return false
 		}
@@ -214,11 +217,12 @@ func (l *link) scatter(h *header) bool {
 	return true
 }
 
-// readPayload reads len(dst) bytes into dst, recording progress per chunk.
-func (l *link) readPayload(dst []byte) error {
+// readPayload reads len(dst) bytes into dst, recording progress per
+// chunk; last says dst ends the frame.
+func (l *link) readPayload(dst []byte, last bool) error {
 	for len(dst) > 0 {
 		n := min(len(dst), readChunk)
-		if _, err := io.ReadFull(l.conn, dst[:n]); err != nil {
+		if err := l.rd.fill(dst[:n], last && n == len(dst)); err != nil {
 			return err
 		}
 		l.qp.touch()

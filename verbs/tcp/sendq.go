@@ -151,6 +151,9 @@ func (q *QP) pushSend(s *sendSlot, st verbs.Status) {
 
 // completeLocked completes the requests before upTo as placed by the peer.
 func (q *QP) completeLocked(upTo uint64) {
+	if upTo > q.sq.head {
+		q.rnrWait = false
+	}
 	for ; q.sq.head < upTo; q.sq.head++ {
 		if s := q.sq.slot(q.sq.head); s.signaled {
 			q.pushSend(s, verbs.StatusSuccess)
@@ -167,6 +170,7 @@ func (q *QP) failSendsLocked(upTo uint64, st verbs.Status) {
 		st = verbs.StatusWRFlush
 	}
 	q.sq.sent = q.sq.tail
+	q.rnrWait = false
 }
 
 // failLocalLocked fails the QP if the oldest outstanding request carries a
