@@ -51,7 +51,7 @@ type Device struct {
 	nextMem uint32
 	qps     map[uint32]*QP
 	pds     map[*PD]struct{}
-	cqs     map[*soft.CQ]struct{}
+	cqs     map[*soft.CQ]*cqHook
 	mems    map[uint32]*memFile
 	memOf   map[*verbs.Memory]*memFile
 	peers   map[string]*peer
@@ -87,7 +87,7 @@ func Open(opts Options) (*Device, error) {
 		uid:   os.Getuid(),
 		qps:   make(map[uint32]*QP),
 		pds:   make(map[*PD]struct{}),
-		cqs:   make(map[*soft.CQ]struct{}),
+		cqs:   make(map[*soft.CQ]*cqHook),
 		mems:  make(map[uint32]*memFile),
 		memOf: make(map[*verbs.Memory]*memFile),
 		peers: make(map[string]*peer),
@@ -132,7 +132,8 @@ func (d *Device) AllocPD() (verbs.PD, error) {
 	return pd, nil
 }
 
-// CreateCQ implements verbs.Device. The CQ is a *soft.CQ.
+// CreateCQ implements verbs.Device. The CQ is a *soft.CQ; polling it
+// also advances the QPs that complete into it.
 func (d *Device) CreateCQ(depth int) (verbs.CQ, error) {
 	cq, err := soft.NewCQ(depth)
 	if err != nil {
@@ -143,7 +144,9 @@ func (d *Device) CreateCQ(depth int) (verbs.CQ, error) {
 	if d.closed {
 		return nil, fmt.Errorf("shm: create cq on %s: %w", d.addr, verbs.ErrClosed)
 	}
-	d.cqs[cq] = struct{}{}
+	h := &cqHook{}
+	cq.SetProgress(h.run)
+	d.cqs[cq] = h
 	return cq, nil
 }
 

@@ -14,13 +14,20 @@ import (
 
 // Engine tuning.
 const (
-	// spinTime is how long an engine keeps polling after its last piece
-	// of work before it sleeps. A reply that comes back within it costs
-	// no wake-up; an idle QP sleeps and costs nothing.
-	spinTime = 50 * time.Microsecond
+	// spinRounds is how many times (each a yield to other goroutines,
+	// some 50 µs in all) an engine polls after its last piece of work
+	// before it sleeps. A reply that comes back within it costs no
+	// wake-up; an idle QP sleeps and costs nothing.
+	spinRounds = 200
 	// idleWait bounds a sleep with nothing pending, so that even a lost
 	// wake-up would only delay, never hang.
 	idleWait = time.Second
+	// dozeTime is how long an engine sleeps while a poller drives its QP;
+	// when polling stops, the engine takes over within it.
+	dozeTime = 200 * time.Microsecond
+	// inlineMax is the largest request a poster or poller executes in
+	// its own goroutine; the copy takes about a microsecond.
+	inlineMax = 16 << 10
 )
 
 // Engine stop modes.
@@ -39,6 +46,14 @@ type engine struct {
 	done     chan struct{}
 	timer    *time.Timer
 	exited   bool // the engine failed the QP
+
+	// The requester and responder roles are each held by one goroutine
+	// at a time: the engine, or a goroutine polling or posting (see
+	// poll). The fields below belong to the holder of their role.
+	reqBusy, respBusy atomic.Bool
+	dozing            atomic.Bool   // the engine sleeps while pollers drive
+	polled            atomic.Uint32 // bell value of the last complete poll
+	lastPolls         uint32        // q.polls when the engine last looked
 
 	// Requester. The request at the head of the send queue is being
 	// executed; waiting says since when it waits for the peer to connect
@@ -94,7 +109,7 @@ func (e *engine) run() {
 	q := e.q
 	defer q.dev.wg.Done()
 	defer close(e.done)
-	last := time.Now()
+	spins := 0
 	for {
 		l := q.link.Load()
 		var b bell
@@ -104,6 +119,8 @@ func (e *engine) run() {
 			seen = b.load()
 		}
 		if m := e.stopMode.Load(); m != 0 {
+			// Both roles stay locked: pollers leave a stopped engine alone.
+			e.lockAll()
 			if e.inflight && l != nil {
 				l.pair.cancel(e.seq)
 			}
@@ -112,23 +129,50 @@ func (e *engine) run() {
 			}
 			return
 		}
-		now := time.Now()
-		worked := e.respond(l, now)
-		if !e.exited {
-			worked = e.request(l, now) || worked
+		var c clock
+		worked, busy := false, false
+		wait := idleWait
+		if e.respBusy.CompareAndSwap(false, true) {
+			worked = e.respond(l, &c)
+			if e.rnr {
+				wait = min(wait, e.rnrNext.Sub(c.now()))
+			}
+			e.respBusy.Store(false)
+		} else {
+			busy = true
 		}
-		if e.exited {
-			return
+		if e.reqBusy.CompareAndSwap(false, true) {
+			worked = e.request(l, &c) || worked
+			if e.exited {
+				return // fail locked both roles for good
+			}
+			if e.waiting {
+				if e.since.IsZero() {
+					e.since = c.now()
+				}
+				wait = min(wait, e.since.Add(e.budget(l)).Sub(c.now()))
+			}
+			e.reqBusy.Store(false)
+		} else {
+			busy = true
 		}
 		if worked {
-			last = now
+			spins = 0
 			continue
 		}
-		if now.Sub(last) < spinTime {
+		if p := q.polls.Load(); p != e.lastPolls || busy {
+			// A goroutine polling a CQ of this QP drives it: stay out of
+			// its way, and do not make the peer pay for waking us.
+			e.lastPolls = p
+			e.doze(l, min(wait, dozeTime))
+			continue
+		}
+		if spins < spinRounds {
+			spins++
 			runtime.Gosched()
 			continue
 		}
-		wait := e.nextWake(l, now)
+		wait = max(wait, 10*time.Microsecond)
 		if l != nil {
 			b.sleep(seen, wait)
 			continue
@@ -142,19 +186,128 @@ func (e *engine) run() {
 	}
 }
 
-// nextWake is how long the engine may sleep: until the next deadline of a
-// request it waits on, or idleWait.
-func (e *engine) nextWake(l *link, now time.Time) time.Duration {
-	wake := now.Add(idleWait)
-	if e.waiting {
-		if d := e.since.Add(e.budget(l)); d.Before(wake) {
-			wake = d
+// clock reads the time once, when first needed: on the machines this
+// runs on a clock read costs a few hundred nanoseconds, as much as the
+// rest of a small request.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time {
+	if c.t.IsZero() {
+		c.t = time.Now()
+	}
+	return c.t
+}
+
+// doze sleeps for d without asking to be woken by the peer: only a local
+// post that leaves work for the engine wakes it early.
+func (e *engine) doze(l *link, d time.Duration) {
+	d = max(d, 10*time.Microsecond)
+	e.dozing.Store(true)
+	if l != nil {
+		b := l.pair.bell(l.pair.side)
+		futexWait(b.seq, b.load(), d)
+	} else {
+		e.timer.Reset(d)
+		select {
+		case <-e.q.wake:
+		case <-e.timer.C:
 		}
+		e.timer.Stop()
 	}
-	if e.rnr && e.rnrNext.Before(wake) {
-		wake = e.rnrNext
+	e.dozing.Store(false)
+}
+
+// lockAll takes both roles, waiting for pollers to let go of them; they
+// hold a role only for non-blocking work.
+func (e *engine) lockAll() {
+	for !e.respBusy.CompareAndSwap(false, true) {
+		runtime.Gosched()
 	}
-	return max(wake.Sub(now), 10*time.Microsecond)
+	for !e.reqBusy.CompareAndSwap(false, true) {
+		runtime.Gosched()
+	}
+}
+
+// poll lets a goroutine polling one of the QP's CQs advance the QP: it
+// executes the peer's requests, collects acknowledgements and executes
+// small requests of its own, without blocking and without failing
+// anything (failures are left to the engine). now is shared by the QPs
+// of one poll.
+func (e *engine) poll(c *clock) {
+	q := e.q
+	q.polls.Add(1)
+	l := q.link.Load()
+	if l == nil || e.stopMode.Load() != 0 {
+		return
+	}
+	seen := l.pair.bell(l.pair.side).load()
+	if seen == e.polled.Load() {
+		return // nothing happened since the last complete poll
+	}
+	done := 0
+	if e.respBusy.CompareAndSwap(false, true) {
+		if e.stopMode.Load() == 0 {
+			e.respond(l, c)
+			done++
+		}
+		e.respBusy.Store(false)
+	}
+	if e.reqBusy.CompareAndSwap(false, true) {
+		if e.stopMode.Load() == 0 {
+			e.fast(l, c)
+			done++
+		}
+		e.reqBusy.Store(false)
+	}
+	if done == 2 {
+		e.polled.Store(seen)
+	}
+}
+
+// fast is the requester's path for pollers and posters: it completes
+// acknowledged requests and executes small WRITEs and WRITE_WITH_IMMs
+// whose checks pass against cached state. Anything else (a failure, a
+// memory file to fetch, a large copy, a SEND) is left to the engine.
+func (e *engine) fast(l *link, c *clock) {
+	q := e.q
+	if l == nil || l.isDown() || !l.pair.peerAttached() {
+		return
+	}
+	for {
+		head := q.sq.head.Load()
+		s := q.sq.slot(head)
+		if e.inflight {
+			seq, status, _ := l.pair.acked()
+			if seq != e.seq || verbs.Status(status) != verbs.StatusSuccess || s.op == verbs.OpSend {
+				return
+			}
+			e.inflight, e.waiting = false, false
+			e.complete(s)
+			continue
+		}
+		if head == q.sq.tail.Load() || s.op == verbs.OpSend || s.total > inlineMax {
+			return
+		}
+		total, st := e.gather(s)
+		if st != verbs.StatusSuccess {
+			return
+		}
+		dst, m, st, _ := e.remote(l, s.rkey, s.raddr, total, c, false)
+		if st != verbs.StatusSuccess {
+			return
+		}
+		off := 0
+		for _, src := range e.srcs {
+			off += copy(dst[off:], src)
+		}
+		m.release()
+		if s.op == verbs.OpWrite {
+			e.complete(s)
+			continue
+		}
+		e.post(l, desc{op: descImm, imm: s.imm, total: uint32(total)}, c)
+		return
+	}
 }
 
 // budget is how long a request may wait for the peer without progress:
@@ -169,10 +322,10 @@ func (e *engine) budget(l *link) time.Duration {
 }
 
 // request advances the head of the send queue.
-func (e *engine) request(l *link, now time.Time) bool {
+func (e *engine) request(l *link, c *clock) bool {
 	q := e.q
 	if e.inflight {
-		return e.checkAck(l, now)
+		return e.checkAck(l, c)
 	}
 	head := q.sq.head.Load()
 	if head == q.sq.tail.Load() {
@@ -187,8 +340,8 @@ func (e *engine) request(l *link, now time.Time) bool {
 		// The peer has not moved to RTR yet: wait for it as a
 		// requester on a fabric retries, within the same budget.
 		if !e.waiting {
-			e.waiting, e.since = true, now
-		} else if now.Sub(e.since) >= e.budget(l) {
+			e.waiting, e.since = true, c.now()
+		} else if c.now().Sub(e.since) >= e.budget(l) {
 			e.fail(s, verbs.StatusRetryExceeded, fmt.Errorf("shm: qp %d: peer %s qp %d did not connect", q.num, q.remote.Addr, q.remote.QPN))
 			return true
 		}
@@ -201,10 +354,10 @@ func (e *engine) request(l *link, now time.Time) bool {
 		return true
 	}
 	if s.op == verbs.OpSend {
-		e.sendChunk(l, s, total, now)
+		e.sendChunk(l, s, total, c)
 		return true
 	}
-	dst, m, st, err := e.remote(l, s.rkey, s.raddr, total, now)
+	dst, m, st, err := e.remote(l, s.rkey, s.raddr, total, c, true)
 	if st != verbs.StatusSuccess && e.stopMode.Load() != 0 {
 		// Interrupted while fetching the peer's memory: the QP is
 		// leaving RTS and flushes the request.
@@ -223,7 +376,7 @@ func (e *engine) request(l *link, now time.Time) bool {
 		e.complete(s)
 		return true
 	}
-	e.post(l, desc{op: descImm, imm: s.imm, total: uint32(total)}, now)
+	e.post(l, desc{op: descImm, imm: s.imm, total: uint32(total)}, c)
 	return true
 }
 
@@ -243,7 +396,7 @@ func (e *engine) gather(s *sendSlot) (uint64, verbs.Status) {
 }
 
 // sendChunk stages the next chunk of a SEND and posts it.
-func (e *engine) sendChunk(l *link, s *sendSlot, total uint64, now time.Time) {
+func (e *engine) sendChunk(l *link, s *sendSlot, total uint64, c *clock) {
 	n := min(total-e.sent, stagingSize)
 	stage := l.pair.staging(l.pair.side)[:n]
 	skip, pos := e.sent, 0
@@ -259,20 +412,21 @@ func (e *engine) sendChunk(l *link, s *sendSlot, total uint64, now time.Time) {
 		}
 	}
 	e.chunk = uint32(n)
-	e.post(l, desc{op: descSend, len: uint32(n), total: uint32(total), off: uint32(e.sent)}, now)
+	e.post(l, desc{op: descSend, len: uint32(n), total: uint32(total), off: uint32(e.sent)}, c)
 }
 
 // post publishes a request for the responder and rings it.
-func (e *engine) post(l *link, d desc, now time.Time) {
+func (e *engine) post(l *link, d desc, c *clock) {
 	e.seq++
 	_, _, e.progress = l.pair.acked()
 	l.pair.postRequest(e.seq, d)
 	l.ringPeer()
-	e.inflight, e.waiting, e.since = true, true, now
+	// The clock is read when the acknowledgement is first found missing.
+	e.inflight, e.waiting, e.since = true, true, time.Time{}
 }
 
 // checkAck completes the request in flight once the responder answers.
-func (e *engine) checkAck(l *link, now time.Time) bool {
+func (e *engine) checkAck(l *link, c *clock) bool {
 	q := e.q
 	s := q.sq.slot(q.sq.head.Load())
 	seq, status, progress := l.pair.acked()
@@ -304,9 +458,12 @@ func (e *engine) checkAck(l *link, now time.Time) bool {
 		e.fail(s, verbs.StatusRetryExceeded, l.downErr)
 		return true
 	case progress != e.progress:
-		e.progress, e.since = progress, now
+		e.progress, e.since = progress, c.now()
 		return false
-	case now.Sub(e.since) >= e.budget(l):
+	case e.since.IsZero():
+		e.since = c.now()
+		return false
+	case c.now().Sub(e.since) >= e.budget(l):
 		e.fail(s, verbs.StatusRetryExceeded, fmt.Errorf("shm: qp %d: peer %s qp %d did not acknowledge within %v", q.num, l.peerAddr, l.peerQPN, e.budget(l)))
 		return true
 	}
@@ -327,6 +484,11 @@ func (e *engine) complete(s *sendSlot) {
 // everything else and closes the connection; the engine then exits.
 func (e *engine) fail(s *sendSlot, st verbs.Status, cause error) {
 	q := e.q
+	// The engine holds the requester role; the flush needs the responder
+	// role too. Both stay locked: the engine exits.
+	for !e.respBusy.CompareAndSwap(false, true) {
+		runtime.Gosched()
+	}
 	if l := q.link.Load(); e.inflight && l != nil {
 		l.pair.cancel(e.seq)
 	}
@@ -351,7 +513,7 @@ func (e *engine) fail(s *sendSlot, st verbs.Status, cause error) {
 // remote checks a WRITE of n bytes at addr under rkey against the peer's
 // region table and returns the destination in this process's mapping of
 // the peer's memory, pinned until m.release.
-func (e *engine) remote(l *link, rkey uint32, addr, n uint64, now time.Time) (dst []byte, m *mapping, st verbs.Status, err error) {
+func (e *engine) remote(l *link, rkey uint32, addr, n uint64, c *clock, fetch bool) (dst []byte, m *mapping, st verbs.Status, err error) {
 	t := l.peer.table
 	r, ok := region{}, false
 	for _, h := range e.hints {
@@ -375,7 +537,7 @@ func (e *engine) remote(l *link, rkey uint32, addr, n uint64, now time.Time) (ds
 		addr < r.addr || addr-r.addr > r.len || n > r.len-(addr-r.addr) {
 		return nil, nil, verbs.StatusRemoteAccess, fmt.Errorf("shm: %d bytes at %#x under rkey %#x outside the region or its rights", n, addr, rkey)
 	}
-	m, err = e.mapping(l, r.memID, now)
+	m, err = e.mapping(l, r.memID, c, fetch)
 	if err != nil {
 		if errors.Is(err, errNoMemory) {
 			return nil, nil, verbs.StatusRemoteAccess, err
@@ -390,16 +552,22 @@ func (e *engine) remote(l *link, rkey uint32, addr, n uint64, now time.Time) (ds
 	return m.b[off : off+n : off+n], m, verbs.StatusSuccess, nil
 }
 
+// errWouldBlock: the fast path met a memory file it has not mapped yet.
+var errWouldBlock = errors.New("shm: memory file not mapped yet")
+
 // mapping returns the peer's memory file id mapped and pinned, fetching
 // it over the socket the first time.
-func (e *engine) mapping(l *link, id uint32, now time.Time) (*mapping, error) {
+func (e *engine) mapping(l *link, id uint32, c *clock, fetch bool) (*mapping, error) {
 	if e.lastMap != nil && e.lastPeer == l.peer && e.lastMem == id && e.lastMap.acquire() {
 		return e.lastMap, nil
 	}
 	for range 3 {
 		m := l.peer.lookup(id)
+		if m == nil && !fetch {
+			return nil, errWouldBlock
+		}
 		if m == nil {
-			fd, err := l.fetch(id, now.Add(e.budget(l)), e.stopCh)
+			fd, err := l.fetch(id, c.now().Add(e.budget(l)), e.stopCh)
 			if err != nil {
 				return nil, err
 			}

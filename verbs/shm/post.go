@@ -7,14 +7,41 @@ import (
 )
 
 // PostSend implements verbs.QP. It copies each request into the send
-// queue and wakes the engine; it neither blocks nor allocates. Local
-// elements are checked when the engine executes the request: a bad lkey or
-// range completes it with StatusLocalProtection.
+// queue; a small WRITE or WRITE_WITH_IMM with nothing queued before it is
+// executed at once in the caller's goroutine, anything else is left to
+// the engine. It neither blocks nor allocates. Local elements are checked
+// when the request is executed: a bad lkey or range completes it with
+// StatusLocalProtection.
 func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
+	posted, bad, err := q.enqueue(wr)
+	if !posted {
+		return bad, err
+	}
+	if e := q.running.Load(); e != nil && e.reqBusy.CompareAndSwap(false, true) {
+		if e.stopMode.Load() == 0 {
+			var c clock
+			e.fast(q.link.Load(), &c)
+		}
+		left := q.sq.head.Load() != q.sq.tail.Load() && !e.inflight
+		e.reqBusy.Store(false)
+		if !left {
+			return bad, err
+		}
+	}
+	// The kick touches the pair segment: do it while the QP is known to
+	// be live.
+	q.sqMu.Lock()
+	if !q.gone.Load() && q.State() == verbs.StateRTS {
+		q.kickHard()
+	}
+	q.sqMu.Unlock()
+	return bad, err
+}
+
+// enqueue copies the chain into the send queue.
+func (q *QP) enqueue(wr *verbs.SendWR) (posted bool, bad *verbs.SendWR, err error) {
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
-	posted := false
-	var err error
 	for ; wr != nil; wr = wr.Next {
 		if err = q.checkSend(wr); err != nil {
 			break
@@ -28,13 +55,10 @@ func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 		q.sq.tail.Store(tail + 1)
 		posted = true
 	}
-	if posted {
-		q.kick()
-	}
 	if err != nil {
-		return wr, err
+		return posted, wr, err
 	}
-	return nil, nil
+	return posted, nil, nil
 }
 
 func (q *QP) checkSend(wr *verbs.SendWR) error {

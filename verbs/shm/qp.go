@@ -56,6 +56,10 @@ type QP struct {
 	link   atomic.Pointer[link]
 	parked atomic.Pointer[link]
 	wake   chan struct{}
+	// running is eng for goroutines that poll or post; polls counts
+	// their visits, so the engine knows it is being driven.
+	running atomic.Pointer[engine]
+	polls   atomic.Uint32
 }
 
 var _ verbs.QP = (*QP)(nil)
@@ -89,6 +93,8 @@ func newQP(pd *PD, cfg verbs.QPConfig) (*QP, error) {
 	q.num = d.nextQPN
 	d.qps[q.num] = q
 	pd.nqp++
+	d.cqs[scq].add(q)
+	d.cqs[rcq].add(q)
 	return q, nil
 }
 
@@ -161,6 +167,17 @@ func (q *QP) kick() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
+	}
+}
+
+// kickHard is kick that also wakes an engine dozing while pollers drive
+// the QP: a post left it work the pollers will not do.
+func (q *QP) kickHard() {
+	q.kick()
+	if e := q.running.Load(); e != nil && e.dozing.Load() {
+		if l := q.link.Load(); l != nil {
+			futexWake(l.pair.bell(l.pair.side).seq)
+		}
 	}
 }
 
@@ -244,6 +261,7 @@ func (q *QP) connect(remote *verbs.Endpoint) error {
 	q.remote = r
 	q.setState(verbs.StateRTR)
 	q.eng = newEngine(q)
+	q.running.Store(q.eng)
 	q.dev.wg.Add(1)
 	go q.eng.run()
 	return nil
@@ -284,6 +302,7 @@ func (q *QP) stopEngine(mode int32) {
 		return
 	}
 	q.eng.stop(mode)
+	q.running.Store(nil)
 	q.eng = nil
 }
 
@@ -326,6 +345,8 @@ func (q *QP) Close() error {
 	d.mu.Lock()
 	delete(d.qps, q.num)
 	q.pd.nqp--
+	d.cqs[q.sendCQ].remove(q)
+	d.cqs[q.recvCQ].remove(q)
 	d.mu.Unlock()
 	return nil
 }

@@ -2,7 +2,6 @@ package shm
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/rdmacell/rdmacell/verbs"
 )
@@ -12,7 +11,7 @@ import (
 // SEND (scattered from the peer's staging area into the receive's
 // buffers). Everything read from the segment is checked: a malformed
 // request closes the connection.
-func (e *engine) respond(l *link, now time.Time) bool {
+func (e *engine) respond(l *link, c *clock) bool {
 	if l == nil || l.isDown() || !l.pair.peerAttached() {
 		return false
 	}
@@ -30,23 +29,24 @@ func (e *engine) respond(l *link, now time.Time) bool {
 		if d.len != 0 || d.off != 0 || uint64(d.total) > maxMessage {
 			return e.protocol(l, "malformed WRITE_WITH_IMM descriptor %+v", d)
 		}
-		if got, worked := e.takeRecv(l, seq, now); !got {
+		if got, worked := e.takeRecv(l, seq, c); !got {
 			return worked
 		}
 		if !l.pair.take(seq) {
 			return e.cancelled(seq)
 		}
+		// Acknowledge first: the requester's poller may be waiting on it.
+		e.answer(l, seq, verbs.StatusSuccess)
 		q.recvCQ.Push(verbs.WC{ID: e.recv.ID, Status: verbs.StatusSuccess, Opcode: verbs.OpRecvWriteImm,
 			Flags: verbs.WCWithImm, ByteLen: d.total, Imm: d.imm, QPN: q.num})
 		e.haveRecv = false
-		e.answer(l, seq, verbs.StatusSuccess)
 		return true
 	case descSend:
 		if d.len > stagingSize || uint64(d.total) > maxMessage || d.off > d.total || d.len > d.total-d.off ||
 			(d.len == 0 && d.total != 0) || uint64(d.off) != e.recvOff || (d.off > 0 && !e.haveRecv) {
 			return e.protocol(l, "malformed SEND descriptor %+v (placed %d)", d, e.recvOff)
 		}
-		if got, worked := e.takeRecv(l, seq, now); !got {
+		if got, worked := e.takeRecv(l, seq, c); !got {
 			return worked
 		}
 		if !l.pair.take(seq) {
@@ -75,7 +75,7 @@ func (e *engine) respond(l *link, now time.Time) bool {
 // the oldest posted one. With none posted it emulates an RNR NAK: it waits
 // MinRNRTimer per retry, as many times as the requester's RNR retry count
 // allows (7: forever), then fails the request. worked reports a change.
-func (e *engine) takeRecv(l *link, seq uint32, now time.Time) (got, worked bool) {
+func (e *engine) takeRecv(l *link, seq uint32, c *clock) (got, worked bool) {
 	q := e.q
 	if e.haveRecv {
 		return true, false
@@ -91,9 +91,9 @@ func (e *engine) takeRecv(l *link, seq uint32, now time.Time) (got, worked bool)
 			e.answer(l, seq, verbs.StatusRNRRetryExceeded)
 			return false, true
 		}
-		e.rnr, e.rnrTries, e.rnrNext = true, 0, now.Add(q.cfg.MinRNRTimer)
+		e.rnr, e.rnrTries, e.rnrNext = true, 0, c.now().Add(q.cfg.MinRNRTimer)
 		return false, false
-	case now.Before(e.rnrNext):
+	case c.now().Before(e.rnrNext):
 		return false, false
 	}
 	e.rnrTries++
@@ -102,7 +102,7 @@ func (e *engine) takeRecv(l *link, seq uint32, now time.Time) (got, worked bool)
 		e.answer(l, seq, verbs.StatusRNRRetryExceeded)
 		return false, true
 	}
-	e.rnrNext = now.Add(q.cfg.MinRNRTimer)
+	e.rnrNext = c.now().Add(q.cfg.MinRNRTimer)
 	return false, true
 }
 

@@ -23,6 +23,21 @@ type CQ struct {
 	count  atomic.Int64
 	wake   chan struct{}
 	closed atomic.Bool
+	// progress, when set, runs at the start of every Poll.
+	progress atomic.Pointer[func()]
+}
+
+// SetProgress installs f to run at the start of every Poll (and so of
+// every spin of Wait); nil removes it. A provider that can execute its
+// work in the polling goroutine hooks in here, so that a busy poller
+// completes requests without a hand-off to another goroutine. f must not
+// block and must not call Poll.
+func (c *CQ) SetProgress(f func()) {
+	if f == nil {
+		c.progress.Store(nil)
+		return
+	}
+	c.progress.Store(&f)
 }
 
 // NewCQ returns a CQ with room for depth completions; it grows past that
@@ -56,6 +71,9 @@ func (c *CQ) Push(wc verbs.WC) {
 
 // Poll implements verbs.CQ.
 func (c *CQ) Poll(wc []verbs.WC) int {
+	if f := c.progress.Load(); f != nil {
+		(*f)()
+	}
 	if c.count.Load() == 0 || len(wc) == 0 {
 		return 0
 	}
