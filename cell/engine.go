@@ -154,7 +154,7 @@ func (e *Engine) checkPath(q int) error {
 // completion, the driver's own control writes' included, gives the path
 // up; other successful completions carry nothing the tokens do not.
 // Completions of a path's old incarnation must all be fed before its
-// PathReset.
+// PathReset. The error is for a path index out of range.
 func (e *Engine) Completion(now int64, q int, wc verbs.WC) error {
 	if err := e.checkPath(q); err != nil {
 		return err
@@ -201,6 +201,11 @@ func (e *Engine) PathFailed(now int64, q int, cause error) error {
 // PathReset reports that path q has been reset at both ends and is in RTS
 // again, with the Refill of its Reset posted: nothing posted on it before
 // can land any more. The engine lifts its quarantine and re-admits it.
+// The driver feeds every completion and ring record of the old
+// incarnation first (a last poll of the CQs and rings), so that none of
+// them is taken for news about the new one. Both ends should call it as
+// soon as both are in RTS; an end that hears late still answers the cells
+// that arrive meanwhile.
 func (e *Engine) PathReset(now int64, q int) error {
 	if err := e.checkPath(q); err != nil {
 		return err

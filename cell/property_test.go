@@ -17,7 +17,7 @@ import (
 // or failed, never both; no write lands outside granted, engine-owned
 // memory; no WRITE_WITH_IMM finds its receive queue empty; nothing hangs.
 func TestRandomFaultsNeverCorruptDelivery(t *testing.T) {
-	seeds := 300
+	seeds := 200
 	if testing.Short() || raceEnabled {
 		seeds = 60
 	}

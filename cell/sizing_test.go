@@ -26,7 +26,7 @@ func TestAdaptiveCellSize(t *testing.T) {
 			o.cfg.MinCellSize, o.cfg.MaxCellSize, o.cfg.InitialCellSize = tc.min, tc.max, 16<<10
 			o.cfg.InitialRTT = durNS(1000 * us)
 			f := newTestFabric(t, o)
-			x := f.transfer(0, 16<<20, true)
+			x := f.transfer(0, 8<<20, true)
 			settle(t, f)
 			requireDelivered(t, f)
 			posts := f.ends[0].posts
