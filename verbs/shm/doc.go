@@ -41,19 +41,30 @@
 //
 // Each QP has an engine goroutine, started at RTR, that executes the QP's
 // requests in order as requester and its peer's requests as responder.
-// PostSend only copies the request into the send queue and rings the
-// engine, so it returns at once and does not allocate.
 //
-//   - WRITE: the engine copies the gathered bytes into its mapping of the
-//     peer's region and completes the request: the data is placed.
-//   - WRITE_WITH_IMM: the same copy, then the engine publishes a
+//   - WRITE: the requester copies the gathered bytes into its mapping of
+//     the peer's region and completes the request: the data is placed.
+//   - WRITE_WITH_IMM: the same copy, then the requester publishes a
 //     descriptor in the pair segment with an atomic store, which orders it
-//     after every byte written before it on the QP. The peer's engine
-//     consumes a receive, completes it with the immediate and byte count,
-//     and acknowledges; the requester completes on the acknowledgement.
+//     after every byte written before it on the QP. The responder consumes
+//     a receive, acknowledges, and completes the receive with the
+//     immediate and byte count; the requester completes on the
+//     acknowledgement.
 //   - SEND: the payload goes through the staging area in chunks, each
 //     scattered by the responder into the receive's buffers and
 //     acknowledged.
+//
+// The engine is not the only goroutine that may do this work. Each role
+// of a QP (requester, responder) is held by one goroutine at a time, taken
+// with a compare-and-swap: PostSend executes a small WRITE or
+// WRITE_WITH_IMM (up to 16 KiB) with nothing queued before it in the
+// caller's goroutine, and polling a CQ (it is a *soft.CQ with a progress
+// hook) executes the pending requests of the peers of the QPs that
+// complete into it and collects their acknowledgements. A goroutine that
+// spins on its CQ therefore completes a ping-pong without any hand-off to
+// another goroutine, and everything else (large copies, SENDs, fetching a
+// memory file, timeouts, failures) stays with the engine, so PostSend
+// still returns at once and never blocks.
 //
 // With no receive posted the responder emulates an RNR NAK: it retries
 // every MinRNRTimer (its own), as many times as the requester's RNRRetry
@@ -63,7 +74,9 @@
 // (RetryCount+1) without progress (plus the responder's RNR timer),
 // then fails with StatusRetryExceeded. The first failed request moves the
 // QP to ERR, flushes everything behind it and closes the connection, so
-// the peer's own requests fail as they would against a QP in ERR.
+// the peer's own requests fail as they would against a QP in ERR. A
+// request given up by its requester (a flush, a timeout) is cancelled in
+// the segment, and a responder never executes a cancelled request.
 //
 // Requests that need the responder are executed one at a time: the next
 // request starts when the previous one is acknowledged. A WRITE that
@@ -72,10 +85,12 @@
 // executed. As on an RNIC, the bytes of a WRITE_WITH_IMM that then fails
 // with an RNR error have been placed.
 //
-// An engine with nothing to do polls for spinTime and then sleeps on a
+// An engine with nothing to do yields for some 50 µs and then sleeps on a
 // futex word in the pair segment (the shared, not private, futex, so that
 // the peer process can wake it), or on a channel before the QP is
-// connected: an idle QP costs no CPU.
+// connected: an idle QP costs no CPU. While goroutines poll its CQs the
+// engine instead dozes, waking every 200 µs, without asking the peer to
+// wake it: the pollers do the work, and the peer pays no system call.
 //
 // # Hostile peers
 //

@@ -101,7 +101,7 @@ func newEngine(q *QP) *engine {
 func (e *engine) stop(mode int32) {
 	e.stopMode.Store(mode)
 	close(e.stopCh)
-	e.q.kick()
+	e.q.kickHard()
 	<-e.done
 }
 
@@ -278,22 +278,32 @@ func (e *engine) fast(l *link, c *clock) {
 		s := q.sq.slot(head)
 		if e.inflight {
 			seq, status, _ := l.pair.acked()
-			if seq != e.seq || verbs.Status(status) != verbs.StatusSuccess || s.op == verbs.OpSend {
+			if seq != e.seq {
+				return // the acknowledgement is not there yet
+			}
+			if verbs.Status(status) != verbs.StatusSuccess || s.op == verbs.OpSend {
+				e.wake(l)
 				return
 			}
 			e.inflight, e.waiting = false, false
 			e.complete(s)
 			continue
 		}
-		if head == q.sq.tail.Load() || s.op == verbs.OpSend || s.total > inlineMax {
+		if head == q.sq.tail.Load() {
+			return
+		}
+		if s.op == verbs.OpSend || s.total > inlineMax {
+			e.wake(l)
 			return
 		}
 		total, st := e.gather(s)
 		if st != verbs.StatusSuccess {
+			e.wake(l)
 			return
 		}
 		dst, m, st, _ := e.remote(l, s.rkey, s.raddr, total, c, false)
 		if st != verbs.StatusSuccess {
+			e.wake(l)
 			return
 		}
 		off := 0
@@ -310,13 +320,21 @@ func (e *engine) fast(l *link, c *clock) {
 	}
 }
 
+// wake rouses an engine dozing while pollers drive its QP: they met work
+// only the engine does.
+func (e *engine) wake(l *link) {
+	if e.dozing.Load() {
+		futexWake(l.pair.bell(l.pair.side).seq)
+	}
+}
+
 // budget is how long a request may wait for the peer without progress:
-// the QP's timeout for each try, and the responder's RNR timer on top
+// the QP's timeout for each try, and the responder's RNR retries on top
 // while an acknowledgement is due.
 func (e *engine) budget(l *link) time.Duration {
 	d := e.q.cfg.Timeout * time.Duration(e.q.cfg.RetryCount+1)
 	if e.inflight && l != nil {
-		d += l.peerMinRNR
+		d += l.peerMinRNR * time.Duration(e.q.cfg.RNRRetry+1)
 	}
 	return d
 }
@@ -457,6 +475,11 @@ func (e *engine) checkAck(l *link, c *clock) bool {
 	case l.isDown():
 		e.fail(s, verbs.StatusRetryExceeded, l.downErr)
 		return true
+	case l.pair.retriedRNR() == e.seq && q.cfg.RNRRetry == 7:
+		// A live responder answering "not ready" is no silence: with
+		// RNR retries unlimited, only the connection's loss ends this.
+		e.since = c.now()
+		return false
 	case progress != e.progress:
 		e.progress, e.since = progress, c.now()
 		return false

@@ -150,13 +150,15 @@ func TestRNR(t *testing.T) {
 }
 
 // TestRNRRetriesUntilReceivePosted leaves the responder without a receive
-// for far longer than the requester's timeout: with RNRRetry 7 the
-// requester keeps waiting as long as the responder keeps retrying.
+// for several times the requester's timeout: with RNRRetry 7 the requester
+// keeps waiting as long as the responder keeps retrying. (The timeout is
+// kept well above the RNR timer, so that a loaded machine oversleeping a
+// timer does not fail the request.)
 func TestRNRRetriesUntilReceivePosted(t *testing.T) {
-	cfg := verbs.QPConfig{RNRRetry: 7, MinRNRTimer: time.Millisecond, Timeout: 5 * time.Millisecond}
+	cfg := verbs.QPConfig{RNRRetry: 7, MinRNRTimer: time.Millisecond, Timeout: 50 * time.Millisecond}
 	a, b := pair(t, 4096, cfg)
 	post(t, a.qp, writeImm(1, a.mr, 0, b.mr, 0, 4, 77))
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond)
 	noWC(t, a.cq)
 	postRecv(t, b.qp, 9)
 	require.Equal(t, uint32(77), waitWC(t, b.cq, 1)[0].Imm)

@@ -14,8 +14,9 @@ import (
 //     the descriptor of the last request that needs the responder
 //     (WRITE_WITH_IMM, or one chunk of a SEND);
 //   - the acknowledgement slot for s's requests, written by the peer: the
-//     sequence number acknowledged, its status, and a progress counter the
-//     responder bumps while it retries a receiver-not-ready request;
+//     sequence number acknowledged, its status, a progress counter the
+//     responder bumps while it retries a receiver-not-ready request, and
+//     the sequence number of the request it is retrying so;
 //   - an "attached" flag that s raises when its QP uses the segment;
 //   - s's staging area, into which s copies SEND payload for the peer.
 //
@@ -39,7 +40,7 @@ const (
 	offBellFlag = 64  // u32: the engine sleeps
 	offReqSeq   = 128 // u32, then op, imm, len, total, off
 	offClaim    = 152 // u64: seq<<32 | claimOpen, claimTaken or claimCancelled
-	offAckSeq   = 256 // u32, then status, progress
+	offAckSeq   = 256 // u32, then status, progress, RNR seq
 	offAttached = 384 // u32
 )
 
@@ -147,6 +148,14 @@ func (p pairView) ack(seq, status uint32) {
 
 // bumpProgress tells the peer its request is still being worked on.
 func (p pairView) bumpProgress() { atomic.AddUint32(p.at(1-p.side, offAckSeq+8), 1) }
+
+// notReady tells the peer that its request seq found no receive and is
+// being retried.
+func (p pairView) notReady(seq uint32) { atomic.StoreUint32(p.at(1-p.side, offAckSeq+12), seq) }
+
+// retriedRNR is the sequence number of this side's request the responder
+// last retried for want of a receive.
+func (p pairView) retriedRNR() uint32 { return atomic.LoadUint32(p.at(p.side, offAckSeq+12)) }
 
 // acked returns the last acknowledged sequence number of this side's
 // requests, its status and the responder's progress counter.

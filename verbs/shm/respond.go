@@ -92,6 +92,7 @@ func (e *engine) takeRecv(l *link, seq uint32, c *clock) (got, worked bool) {
 			return false, true
 		}
 		e.rnr, e.rnrTries, e.rnrNext = true, 0, c.now().Add(q.cfg.MinRNRTimer)
+		l.pair.notReady(seq)
 		return false, false
 	case c.now().Before(e.rnrNext):
 		return false, false
