@@ -6,7 +6,10 @@ import "encoding/binary"
 // peer's rings in these formats and decode what lands in their own, so
 // that every driver (and the simulator) speaks the same wire. Integers
 // are little-endian. Each record carries a marker and a check byte, so a
-// zeroed slot or a torn write does not decode.
+// zeroed slot or a torn write does not decode. A sender's token ring has
+// Window slots of TokenSize bytes, its grant ring MaxRanges slots of
+// GrantSize; a receiver's final ring MaxRanges slots of FinalSize. The
+// output naming a record gives its slot.
 const (
 	TokenSize = 16
 	GrantSize = 32
