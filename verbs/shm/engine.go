@@ -231,11 +231,17 @@ func (e *engine) lockAll() {
 // poll lets a goroutine polling one of the QP's CQs advance the QP: it
 // executes the peer's requests, collects acknowledgements and executes
 // small requests of its own, without blocking and without failing
-// anything (failures are left to the engine). now is shared by the QPs
-// of one poll.
+// anything (failures are left to the engine). The clock is shared by
+// the QPs of one poll.
 func (e *engine) poll(c *clock) {
 	q := e.q
 	q.polls.Add(1)
+	// The segment may be touched only with a role held and the engine
+	// not stopped: a QP being reset unmaps it after locking both roles.
+	if !e.respBusy.CompareAndSwap(false, true) {
+		return
+	}
+	defer e.respBusy.Store(false)
 	l := q.link.Load()
 	if l == nil || e.stopMode.Load() != 0 {
 		return
@@ -244,22 +250,10 @@ func (e *engine) poll(c *clock) {
 	if seen == e.polled.Load() {
 		return // nothing happened since the last complete poll
 	}
-	done := 0
-	if e.respBusy.CompareAndSwap(false, true) {
-		if e.stopMode.Load() == 0 {
-			e.respond(l, c)
-			done++
-		}
-		e.respBusy.Store(false)
-	}
+	e.respond(l, c)
 	if e.reqBusy.CompareAndSwap(false, true) {
-		if e.stopMode.Load() == 0 {
-			e.fast(l, c)
-			done++
-		}
+		e.fast(l, c)
 		e.reqBusy.Store(false)
-	}
-	if done == 2 {
 		e.polled.Store(seen)
 	}
 }
