@@ -195,3 +195,41 @@ func BenchmarkPostWrite8(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRoundTripOneGoroutine is BenchmarkRoundTrip driven by a single
+// goroutine that posts and polls for both sides: with no hand-off between
+// goroutines it shows what the provider itself costs per round trip.
+func BenchmarkRoundTripOneGoroutine(b *testing.B) {
+	a, p := pair(b, 4096, verbs.QPConfig{})
+	ping := writeImm(1, a.mr, 0, p.mr, 0, 8, 1)
+	pong := writeImm(2, p.mr, 0, a.mr, 0, 8, 2)
+	ping.Flags, pong.Flags = 0, 0
+	recvA, recvP := &verbs.RecvWR{ID: 1}, &verbs.RecvWR{ID: 2}
+	if _, err := a.qp.PostRecv(recvA); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.qp.PostRecv(recvP); err != nil {
+		b.Fatal(err)
+	}
+	wc := make([]verbs.WC, 1)
+	step := func(from *node, wr *verbs.SendWR, to *node, recv *verbs.RecvWR) {
+		if _, err := from.qp.PostSend(wr); err != nil {
+			b.Fatal(err)
+		}
+		for to.cq.Poll(wc) == 0 {
+			runtime.Gosched()
+		}
+		if wc[0].Status != verbs.StatusSuccess {
+			b.Fatalf("completion %+v", wc[0])
+		}
+		if _, err := to.qp.PostRecv(recv); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		step(a, ping, p, recvP)
+		step(p, pong, a, recvA)
+	}
+}

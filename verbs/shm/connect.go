@@ -118,8 +118,20 @@ func (d *Device) serve(c *net.UnixConn) {
 		_ = c.Close()
 		return
 	}
+	// Until the hello is in, Close must be able to cut the wait short.
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		_ = c.Close()
+		return
+	}
+	d.handshakes[c] = struct{}{}
+	d.mu.Unlock()
 	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	msg, fds, err := receive(c, make([]byte, maxMsg), make([]byte, oobSpace))
+	d.mu.Lock()
+	delete(d.handshakes, c)
+	d.mu.Unlock()
 	if err != nil {
 		_ = c.Close()
 		return

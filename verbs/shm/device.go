@@ -55,6 +55,8 @@ type Device struct {
 	mems    map[uint32]*memFile
 	memOf   map[*verbs.Memory]*memFile
 	peers   map[string]*peer
+	// handshakes are accepted connections whose hello has not come yet.
+	handshakes map[*net.UnixConn]struct{}
 }
 
 // memFile is a memory allocation with registered regions, as offered to
@@ -91,6 +93,8 @@ func Open(opts Options) (*Device, error) {
 		mems:  make(map[uint32]*memFile),
 		memOf: make(map[*verbs.Memory]*memFile),
 		peers: make(map[string]*peer),
+
+		handshakes: make(map[*net.UnixConn]struct{}),
 	}
 	fd, b, err := createSegment("rdmacell-shm-regions", tableSize)
 	if err != nil {
@@ -174,6 +178,9 @@ func (d *Device) Close() error {
 	qps := make([]*QP, 0, len(d.qps))
 	for _, q := range d.qps {
 		qps = append(qps, q)
+	}
+	for c := range d.handshakes {
+		_ = c.Close()
 	}
 	d.mu.Unlock()
 	err := d.ln.Close()

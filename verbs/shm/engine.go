@@ -290,6 +290,7 @@ func (e *engine) fast(l *link, c *clock) {
 			e.wake(l)
 			return
 		}
+		e.waiting = false
 		total, st := e.gather(s)
 		if st != verbs.StatusSuccess {
 			e.wake(l)

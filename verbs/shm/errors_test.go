@@ -185,3 +185,17 @@ func TestPostSendValidates(t *testing.T) {
 		})
 	}
 }
+
+// TestUnresponsivePeerTimesOut: a peer that is alive (its socket open) but
+// does not answer fails WRITE_WITH_IMMs after Timeout × (RetryCount+1).
+func TestUnresponsivePeerTimesOut(t *testing.T) {
+	a, b := pair(t, 4096, verbs.QPConfig{Timeout: 10 * time.Millisecond, RetryCount: 1})
+	postRecv(t, b.qp, 1)
+	// Hold the responder role of b, as a stopped process would.
+	e := b.qp.(*QP).running.Load()
+	require.Eventually(t, func() bool { return e.respBusy.CompareAndSwap(false, true) }, waitLimit, time.Microsecond)
+	defer e.respBusy.Store(false)
+	post(t, a.qp, writeImm(1, a.mr, 0, b.mr, 0, 8, 1))
+	require.Equal(t, verbs.StatusRetryExceeded, waitWC(t, a.cq, 1)[0].Status)
+	require.Equal(t, verbs.StateErr, a.qp.State())
+}
