@@ -63,7 +63,7 @@ func (pd *PD) RegMR(mem []byte, access verbs.Access) (verbs.MR, error) {
 		mf.remote++
 	}
 	pd.nmr++
-	return &MR{MR: smr, pd: pd, mem: m, file: mf, slot: slot}, nil
+	return &MR{smr: smr, pd: pd, mem: m, file: mf, slot: slot}, nil
 }
 
 // dropMemFile forgets mf once no region lies in it. Called with d.mu held.
@@ -97,7 +97,7 @@ func (pd *PD) Close() error {
 
 // MR is a region registered with a PD of a Device. It implements verbs.MR.
 type MR struct {
-	*soft.MR
+	smr    *soft.MR
 	pd     *PD
 	mem    *verbs.Memory
 	file   *memFile
@@ -106,6 +106,24 @@ type MR struct {
 }
 
 var _ verbs.MR = (*MR)(nil)
+
+// Addr implements verbs.MR.
+func (mr *MR) Addr() uint64 { return mr.smr.Addr() }
+
+// Len implements verbs.MR.
+func (mr *MR) Len() int { return mr.smr.Len() }
+
+// LKey implements verbs.MR.
+func (mr *MR) LKey() uint32 { return mr.smr.LKey() }
+
+// RKey implements verbs.MR. It equals LKey.
+func (mr *MR) RKey() uint32 { return mr.smr.RKey() }
+
+// Access implements verbs.MR.
+func (mr *MR) Access() verbs.Access { return mr.smr.Access() }
+
+// Bytes implements verbs.MR.
+func (mr *MR) Bytes() []byte { return mr.smr.Bytes() }
 
 // Close implements verbs.MR. When it returns, no WRITE checked afterwards,
 // by this process or a peer, reaches the region.
@@ -119,10 +137,10 @@ func (mr *MR) Close() error {
 	mr.closed = true
 	if d.closed {
 		// The table and memory files went with the device.
-		return mr.MR.Close()
+		return mr.smr.Close()
 	}
 	d.table.retract(mr.slot)
-	err := mr.MR.Close()
+	err := mr.smr.Close()
 	mr.file.regions--
 	if mr.Access()&(verbs.AccessRemoteWrite|verbs.AccessRemoteRead) != 0 {
 		mr.file.remote--
