@@ -62,6 +62,11 @@ func mapSegment(fd int, size int, prot int) ([]byte, error) {
 	return b, nil
 }
 
+// populateMax bounds the memory files whose mappings are populated up
+// front. The owner has faulted the pages in already, so populating only
+// builds page tables, but a file with holes would have them filled.
+const populateMax = 1 << 30
+
 // mapMemory maps a peer's memory file whole, read-write, with its page
 // tables populated so that the first write into it does not fault.
 func mapMemory(fd int) ([]byte, error) {
@@ -72,7 +77,11 @@ func mapMemory(fd int) ([]byte, error) {
 	if n <= 0 || n > 1<<46 {
 		return nil, fmt.Errorf("shm: memory file of %d bytes", n)
 	}
-	b, err := unix.Mmap(fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	flags := unix.MAP_SHARED
+	if n <= populateMax {
+		flags |= unix.MAP_POPULATE
+	}
+	b, err := unix.Mmap(fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, flags)
 	if err != nil {
 		return nil, fmt.Errorf("shm: map memory file of %d bytes: %w", n, err)
 	}
