@@ -39,6 +39,12 @@ func (d *Device) acceptLoop() {
 func (d *Device) serveHandshake(c net.Conn) {
 	defer d.wg.Done()
 	defer func() { <-d.hsSem }()
+	untrack, ok := d.trackHandshake(c)
+	if !ok {
+		c.Close()
+		return
+	}
+	defer untrack()
 	peer := c.RemoteAddr().String()
 	_ = c.SetDeadline(time.Now().Add(d.opts.HandshakeTimeout))
 	h, err := acceptHandshake(c, d.secret)

@@ -62,6 +62,7 @@ type Device struct {
 	qps     map[uint32]*QP
 	cqs     map[*soft.CQ]struct{}
 	pds     map[*PD]struct{}
+	hs      map[net.Conn]struct{} // connections in handshake, closed by Close
 	nextQPN uint32
 }
 
@@ -115,6 +116,7 @@ func Open(opts Options) (*Device, error) {
 		qps:    make(map[uint32]*QP),
 		cqs:    make(map[*soft.CQ]struct{}),
 		pds:    make(map[*PD]struct{}),
+		hs:     make(map[net.Conn]struct{}),
 		// QPNs start at a random point so that a peer holding an endpoint
 		// of an earlier device on the same address does not find a QP.
 		nextQPN: randUint32() | 1,
@@ -189,6 +191,9 @@ func (d *Device) Close() error {
 	for _, q := range d.qps {
 		qps = append(qps, q)
 	}
+	for c := range d.hs {
+		c.Close()
+	}
 	d.mu.Unlock()
 	err := d.ln.Close()
 	for _, q := range qps {
@@ -202,6 +207,22 @@ func (d *Device) Close() error {
 	clear(d.pds)
 	d.mu.Unlock()
 	return err
+}
+
+// trackHandshake registers c as in handshake until the returned function
+// runs; it reports false if the device is closed.
+func (d *Device) trackHandshake(c net.Conn) (untrack func(), ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, false
+	}
+	d.hs[c] = struct{}{}
+	return func() {
+		d.mu.Lock()
+		delete(d.hs, c)
+		d.mu.Unlock()
+	}, true
 }
 
 func (d *Device) addQP(q *QP) (uint32, error) {

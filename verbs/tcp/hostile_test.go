@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -205,38 +204,52 @@ func TestHandshakeRefusesStrangers(t *testing.T) {
 }
 
 // TestWrongSecret connects two devices of different jobs: neither side
-// gets a connection, both report it, requests fail with an error
-// completion and no byte reaches the other side.
+// gets a connection and both report it. The dialing QP fails at once with
+// ErrAuth; the accepting QP's requests fail with an error completion for
+// want of a connection; no byte reaches either side.
 func TestWrongSecret(t *testing.T) {
 	e := newEnv(t)
 	da, pa, la := e.device(Options{Secret: []byte("job A secret, 32 bytes long.....")})
 	db, pb, lb := e.device(Options{Secret: []byte("job B secret, 32 bytes long.....")})
 	cfg := verbs.QPConfig{Timeout: 50 * time.Millisecond, RetryCount: 1}
 	a, b := e.qp(pa, cfg), e.qp(pb, cfg)
-	src := e.region(pa, 4096, verbs.AccessLocalWrite)
-	dst := e.region(pb, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	dst2 := e.region(pa, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	setAll(dst.Bytes(), 0xee)
-	setAll(dst2.Bytes(), 0xee)
+	srcA := e.region(pa, 4096, verbs.AccessLocalWrite)
+	srcB := e.region(pb, 4096, verbs.AccessLocalWrite)
+	dstA := e.region(pa, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	dstB := e.region(pb, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	setAll(dstA.Bytes(), 0xee)
+	setAll(dstB.Bytes(), 0xee)
 	connect(t, a, b)
-	_, err := a.PostSend(writeWR(1, verbs.OpWrite, src, 0, 64, dst, 0))
-	require.NoError(t, err)
-	_, err = b.PostSend(writeWR(2, verbs.OpWrite, src, 0, 0, dst2, 0))
-	require.NoError(t, err)
 
-	wa, wb := waitWCs(t, a.send, 1)[0], waitWCs(t, b.send, 1)[0]
-	require.Equal(t, verbs.StatusRetryExceeded, wa.Status)
-	require.Equal(t, verbs.StatusRetryExceeded, wb.Status)
-	requireAll(t, dst.Bytes(), 0xee, "target across jobs")
-	require.ErrorIs(t, errors.Join(a.Err(), b.Err()), ErrAuth, "the dialer knows why: %v / %v", a.Err(), b.Err())
-	// The dialer sees the acceptor's answer fail and says so; the acceptor
-	// sees a dialer that gave up before answering.
-	dialer, acceptor, acceptorAddr := la, lb, db.Addr()
-	if !dials(&verbs.Endpoint{Addr: da.Addr(), QPN: a.Num()}, &verbs.Endpoint{Addr: db.Addr(), QPN: b.Num()}) {
-		dialer, acceptor, acceptorAddr = lb, la, da.Addr()
+	type side struct {
+		q        *tqp
+		src, dst verbs.MR
+		log      *logBuf
+		addr     string
 	}
-	waitFor(t, "the dialer to log the failure", func() bool { return strings.Contains(dialer.String(), "authentication failed") })
-	waitFor(t, "the acceptor to log the refusal", func() bool { return strings.Contains(acceptor.String(), "refused connection") })
-	require.Contains(t, dialer.String(), "peer="+acceptorAddr)
-	require.Contains(t, acceptor.String(), "refused connection")
+	dialer, acceptor := side{a, srcA, dstB, la, da.Addr()}, side{b, srcB, dstA, lb, db.Addr()}
+	if !a.dialer {
+		dialer, acceptor = acceptor, dialer
+	}
+	require.True(t, dialer.q.dialer)
+
+	// The dialer sees the acceptor's answer fail, says so naming it, and
+	// cannot post at all.
+	waitState(t, dialer.q.QP, verbs.StateErr)
+	require.ErrorIs(t, dialer.q.Err(), ErrAuth)
+	waitFor(t, "the dialer to log the failure", func() bool { return strings.Contains(dialer.log.String(), "authentication failed") })
+	require.Contains(t, dialer.log.String(), "peer="+acceptor.addr)
+	_, err := dialer.q.PostSend(writeWR(1, verbs.OpWrite, dialer.src, 0, 64, dialer.dst, 0))
+	require.ErrorIs(t, err, verbs.ErrInvalidState)
+
+	// The acceptor saw a dialer give up before answering, and its own
+	// request fails for want of a connection.
+	waitFor(t, "the acceptor to log the refusal", func() bool { return strings.Contains(acceptor.log.String(), "refused connection") })
+	_, err = acceptor.q.PostSend(writeWR(2, verbs.OpWrite, acceptor.src, 0, 64, acceptor.dst, 0))
+	require.NoError(t, err)
+	require.Equal(t, verbs.StatusRetryExceeded, waitWCs(t, acceptor.q.send, 1)[0].Status)
+	require.ErrorIs(t, acceptor.q.Err(), ErrConnLost)
+
+	requireAll(t, dstA.Bytes(), 0xee, "region of job A")
+	requireAll(t, dstB.Bytes(), 0xee, "region of job B")
 }
