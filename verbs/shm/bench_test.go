@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/rdmacell/rdmacell/verbs"
@@ -100,29 +101,42 @@ func reap(b *testing.B, ctx context.Context, cq verbs.CQ, wc []verbs.WC) int {
 	return n
 }
 
-// BenchmarkMemcpy is the reference for BenchmarkWrite: one thread copying
-// between two allocations of the same size.
+// BenchmarkMemcpy is the reference for BenchmarkWrite: copy() between
+// allocations of the same size, by one goroutine and by four at once
+// (each its own pair, like four QPs).
 func BenchmarkMemcpy(b *testing.B) {
 	for _, sz := range benchSizes {
-		b.Run(sz.name, func(b *testing.B) {
-			src, err := verbs.Alloc(sz.size)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer src.Free()
-			dst, err := verbs.Alloc(sz.size)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer dst.Free()
-			fill(src.Bytes(), 1)
-			b.SetBytes(int64(sz.size))
-			b.ResetTimer()
+		for _, n := range []int{1, 4} {
+			b.Run(fmt.Sprintf("%s/threads=%d", sz.name, n), func(b *testing.B) { benchMemcpy(b, sz.size, n) })
+		}
+	}
+}
+
+func benchMemcpy(b *testing.B, size, n int) {
+	src, err := verbs.Alloc(size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Free()
+	fill(src.Bytes(), 1)
+	dsts := make([]*verbs.Memory, n)
+	for i := range dsts {
+		if dsts[i], err = verbs.Alloc(size); err != nil {
+			b.Fatal(err)
+		}
+		defer dsts[i].Free()
+	}
+	b.SetBytes(int64(size * n))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, dst := range dsts {
+		wg.Go(func() {
 			for i := 0; i < b.N; i++ {
 				copy(dst.Bytes(), src.Bytes())
 			}
 		})
 	}
+	wg.Wait()
 }
 
 // BenchmarkRoundTrip measures a WRITE_WITH_IMM ping-pong of 8 bytes
