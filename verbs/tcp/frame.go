@@ -14,7 +14,7 @@ import (
 //	 0   2   magic (frameMagic)
 //	 2   1   version (frameVersion)
 //	 3   1   type (frameType)
-//	 4   1   flags (flagAckReq; the other bits are reserved and zero)
+//	 4   1   flags (flagAckReq, flagAckLazy; the other bits are reserved and zero)
 //	 5   1   status (NAK only: the verbs.Status the requester reports)
 //	 6   2   reserved, zero
 //	 8   4   psn
@@ -50,10 +50,17 @@ const (
 
 func (t frameType) isData() bool { return t >= frameWrite && t <= frameSend }
 
-// flagAckReq asks the responder to acknowledge the frame. The requester sets
-// it on signaled requests and on the last frame of every batch it writes,
-// so acknowledgements are cumulative and few.
-const flagAckReq = 1 << 0
+// Acknowledgement requests. Acknowledgements are cumulative, so the
+// requester asks for few: flagAckReq (now) on signaled requests, whose
+// completion waits for it, and on the last frame of a batch when its send
+// queue is half full; flagAckLazy on the last frame of other batches, which
+// the responder acknowledges with the next frame it writes anyway, or after
+// ackDelay. A request-response exchange then carries its acknowledgement in
+// the response's system call.
+const (
+	flagAckReq  = 1 << 0
+	flagAckLazy = 1 << 1
+)
 
 // header is a decoded frame header.
 type header struct {
@@ -113,7 +120,7 @@ func decodeHeader(b []byte) (header, error) {
 	}
 	switch h.typ {
 	case frameWrite, frameWriteImm, frameSend:
-		if h.flags&^flagAckReq != 0 {
+		if h.flags&^(flagAckReq|flagAckLazy) != 0 {
 			return h, fmt.Errorf("%w: %s frame with reserved flags %#02x", ErrProtocol, h.typ, h.flags)
 		}
 		if h.status != 0 {

@@ -11,6 +11,7 @@ import (
 var validHeaders = []header{
 	{typ: frameWrite, psn: 7, rkey: 0xdeadbeef, raddr: 0x7f0000001000, length: 4096},
 	{typ: frameWrite, flags: flagAckReq, psn: 0xffffffff},
+	{typ: frameSend, flags: flagAckLazy, psn: 2},
 	{typ: frameWriteImm, rkey: 1, raddr: 1, length: MaxMessageSize, imm: 0xc0ffee},
 	{typ: frameSend, psn: 3, length: 12},
 	{typ: frameAck, psn: 99},
@@ -50,7 +51,7 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		{"reserved bits", func() []byte { b := base(write); b[7] = 1; return b }()},
 		{"type zero", func() []byte { b := base(write); b[3] = 0; return b }()},
 		{"unknown type", func() []byte { b := base(write); b[3] = 7; return b }()},
-		{"reserved flag", func() []byte { b := base(write); b[4] = 2; return b }()},
+		{"reserved flag", func() []byte { b := base(write); b[4] = 4; return b }()},
 		{"status on data", func() []byte { b := base(write); b[5] = 1; return b }()},
 		{"too long", base(header{typ: frameWrite, length: MaxMessageSize + 1})},
 		{"range wraps", base(header{typ: frameWrite, raddr: ^uint64(0) - 3, length: 8})},

@@ -31,11 +31,12 @@ type link struct {
 	ctl control
 
 	// Sender state, owned by the sender goroutine.
-	vec     [][]byte
-	nbBack  [][]byte    // backing of nb: writing consumes nb itself
-	nb      net.Buffers // a field, so that passing &nb to WriteTo does not allocate
-	ctlBuf  [3 * headerLen]byte
-	ctlTail [3 * headerLen]byte // for a NAK queued after ctlBuf was taken
+	vec      [][]byte
+	nbBack   [][]byte    // backing of nb: writing consumes nb itself
+	nb       net.Buffers // a field, so that passing &nb to WriteTo does not allocate
+	ctlBuf   [3 * headerLen]byte
+	ackTimer *time.Timer // bounds the delay of a lazy acknowledgement
+	ackArmed bool
 
 	// Receiver state, owned by the receiver goroutine.
 	rd       reader
@@ -52,6 +53,7 @@ type control struct {
 	mu         sync.Mutex
 	ack        uint32
 	ackPending bool
+	ackUrgent  bool
 	rnr        uint32
 	rnrPending bool
 	nak        header
@@ -73,8 +75,10 @@ func newLinkLocked(q *QP, conn net.Conn) *link {
 		nbBack:   make([][]byte, 0, 1+maxBatch*(1+q.cfg.maxSGE)),
 		rbufs:    make([][]byte, 0, q.cfg.maxSGE),
 		rnrTimer: time.NewTimer(time.Hour),
+		ackTimer: time.NewTimer(time.Hour),
 	}
 	l.rnrTimer.Stop()
+	l.ackTimer.Stop()
 	l.rd.init(conn)
 	l.wg.Add(2)
 	q.link = l
@@ -102,14 +106,37 @@ func (l *link) shutdown() {
 		close(l.closing)
 		l.conn.Close()
 		l.rnrTimer.Stop()
+		l.ackTimer.Stop()
 	})
 }
 
-func (l *link) queueAck(psn uint32) {
+// queueAck asks the sender to acknowledge every request up to psn, now if
+// urgent, else with its next write or after ackDelay.
+func (l *link) queueAck(psn uint32, urgent bool) {
 	l.ctl.mu.Lock()
 	l.ctl.ack, l.ctl.ackPending = psn, true
+	l.ctl.ackUrgent = l.ctl.ackUrgent || urgent
 	l.ctl.mu.Unlock()
 	l.wake()
+}
+
+// Control states, as the sender sees them.
+const (
+	ctlNone   = iota // nothing to write
+	ctlLazy          // a lazy acknowledgement, which may wait
+	ctlUrgent        // something to write now
+)
+
+func (l *link) controlState() int {
+	l.ctl.mu.Lock()
+	defer l.ctl.mu.Unlock()
+	switch {
+	case l.ctl.rnrPending || l.ctl.nakPending || (l.ctl.ackPending && l.ctl.ackUrgent):
+		return ctlUrgent
+	case l.ctl.ackPending:
+		return ctlLazy
+	}
+	return ctlNone
 }
 
 func (l *link) queueRNR(psn uint32) {
@@ -128,14 +155,13 @@ func (l *link) queueNak(psn uint32, st verbs.Status) {
 }
 
 // takeControl encodes the pending control frames into buf, which holds
-// three headers, and returns their length: acknowledgement first, then an
-// RNR notice, then a NAK.
-func (l *link) takeControl(buf []byte) int {
-	n := 0
+// three headers, and returns their length and whether a NAK is among them:
+// acknowledgement first, then an RNR notice, then a NAK.
+func (l *link) takeControl(buf []byte) (n int, nak bool) {
 	l.ctl.mu.Lock()
 	if l.ctl.ackPending {
 		encodeHeader(buf[n:], &header{typ: frameAck, psn: l.ctl.ack})
-		l.ctl.ackPending = false
+		l.ctl.ackPending, l.ctl.ackUrgent = false, false
 		n += headerLen
 	}
 	if l.ctl.rnrPending {
@@ -147,9 +173,10 @@ func (l *link) takeControl(buf []byte) int {
 		encodeHeader(buf[n:], &l.ctl.nak)
 		l.ctl.nakPending = false
 		n += headerLen
+		nak = true
 	}
 	l.ctl.mu.Unlock()
-	return n
+	return n, nak
 }
 
 // tuneConn sets the socket options of a QP's connection. TCP_USER_TIMEOUT

@@ -175,8 +175,8 @@ func (l *link) serve(h *header) bool {
 		l.completeRecv(verbs.WC{Opcode: verbs.OpRecv, ByteLen: h.length})
 	}
 	l.expect++
-	if h.flags&flagAckReq != 0 {
-		l.queueAck(h.psn)
+	if h.flags&(flagAckReq|flagAckLazy) != 0 {
+		l.queueAck(h.psn, h.flags&flagAckReq != 0)
 	}
 	return true
 }

@@ -18,6 +18,9 @@ const (
 	// large request is on its way and a slow but live peer is not taken
 	// for a dead one.
 	writeChunk = 4 << 20
+	// ackDelay bounds how long a lazy acknowledgement waits for a frame
+	// to ride with.
+	ackDelay = 200 * time.Microsecond
 	// nakLinger bounds how long a responder that refused a request waits
 	// for its NAK to be read before it closes the connection.
 	nakLinger = 2 * time.Second
@@ -29,25 +32,48 @@ const (
 func (l *link) send() {
 	defer l.wg.Done()
 	q := l.qp
+	flushLazy := false
 	for {
-		vec := l.vec[:0]
-		if n := l.takeControl(l.ctlBuf[:]); n > 0 {
-			vec = append(vec, l.ctlBuf[:n])
-		}
 		q.mu.Lock()
 		if l.dead.Load() {
 			q.mu.Unlock()
-			l.finish(vec)
+			l.finish()
 			return
 		}
-		start, end := q.takeBatchLocked()
+		start, end, pressed := q.takeBatchLocked()
 		q.mu.Unlock()
-		if len(vec) == 0 && start == end {
-			select {
-			case <-l.kick:
+		if start == end && !flushLazy {
+			switch l.controlState() {
+			case ctlNone:
+				select {
+				case <-l.kick:
+				case <-l.closing:
+					return
+				}
 				continue
-			case <-l.closing:
-				return
+			case ctlLazy:
+				if !l.ackArmed {
+					l.ackTimer.Reset(ackDelay)
+					l.ackArmed = true
+				}
+				select {
+				case <-l.kick:
+				case <-l.ackTimer.C:
+					l.ackArmed = false
+					flushLazy = true
+				case <-l.closing:
+					return
+				}
+				continue
+			}
+		}
+		flushLazy = false
+		vec := l.vec[:0]
+		if n, _ := l.takeControl(l.ctlBuf[:]); n > 0 {
+			vec = append(vec, l.ctlBuf[:n])
+			if l.ackArmed {
+				l.ackTimer.Stop()
+				l.ackArmed = false
 			}
 		}
 		for seq := start; seq < end; seq++ {
@@ -61,12 +87,18 @@ func (l *link) send() {
 			default:
 				h.typ = frameSend
 			}
-			if s.signaled || seq == end-1 {
+			switch {
+			case s.signaled || (seq == end-1 && pressed):
 				h.flags = flagAckReq
+			case seq == end-1:
+				h.flags = flagAckLazy
 			}
 			encodeHeader(s.hdr[:], &h)
 			vec = append(vec, s.hdr[:])
 			vec = append(vec, s.bufs...)
+		}
+		if len(vec) == 0 {
+			continue
 		}
 		l.vec = vec
 		if err := l.write(vec); err != nil {
@@ -80,8 +112,9 @@ func (l *link) send() {
 
 // takeBatchLocked moves the next batch of requests from waiting to in
 // flight and returns their sequence range. It stops before a request with
-// a local error, which is never sent.
-func (q *QP) takeBatchLocked() (start, end uint64) {
+// a local error, which is never sent. pressed says the send queue is at
+// least half full, so slots should come back soon.
+func (q *QP) takeBatchLocked() (start, end uint64, pressed bool) {
 	start, end = q.sq.sent, q.sq.sent
 	var bytes uint64
 	for end < q.sq.tail && end-start < maxBatch && bytes < maxBatchBytes {
@@ -93,7 +126,7 @@ func (q *QP) takeBatchLocked() (start, end uint64) {
 		end++
 	}
 	q.sq.sent = end
-	return start, end
+	return start, end, 2*(q.sq.tail-q.sq.head) >= uint64(len(q.sq.slots))
 }
 
 // write writes vec in writevs of at most writeChunk bytes, recording
@@ -125,23 +158,16 @@ func (l *link) write(vec [][]byte) error {
 }
 
 // finish ends the sender of a link the QP has left. If the receiver
-// refused a request, the NAK saying so is in vec: write it and half-close,
-// so the peer reads it before the end of the stream.
-func (l *link) finish(vec [][]byte) {
-	l.ctl.mu.Lock()
-	pending := l.ctl.nakPending
-	l.ctl.mu.Unlock()
-	if pending {
-		// The NAK was queued after the loop took the control frames.
-		if n := l.takeControl(l.ctlTail[:]); n > 0 {
-			vec = append(vec, l.ctlTail[:n])
-		}
-	}
-	if len(vec) == 0 {
+// refused a request, write the NAK saying so and half-close, so the peer
+// reads it before the end of the stream; other control frames are moot.
+func (l *link) finish() {
+	n, nak := l.takeControl(l.ctlBuf[:])
+	if !nak {
 		return
 	}
 	_ = l.conn.SetWriteDeadline(time.Now().Add(nakLinger))
-	_ = l.write(vec)
+	l.vec = append(l.vec[:0], l.ctlBuf[:n])
+	_ = l.write(l.vec)
 	if cw, ok := l.conn.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
