@@ -8,6 +8,7 @@ import (
 	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestAllocIsZeroedAndLookupFindsIt(t *testing.T) {
@@ -90,4 +91,14 @@ func TestStringers(t *testing.T) {
 	assert.Equal(t, "flushed", verbs.StatusWRFlush.String())
 	err := &verbs.WCError{WC: verbs.WC{ID: 3, QPN: 9, Opcode: verbs.OpWrite, Status: verbs.StatusRemoteAccess}}
 	assert.Equal(t, "verbs: WRITE wr 3 on qp 9: remote access error", err.Error())
+}
+
+func TestAllocIsSealedAgainstResizing(t *testing.T) {
+	m, err := verbs.Alloc(4096)
+	require.NoError(t, err)
+	defer m.Free()
+	seals, err := unix.FcntlInt(uintptr(m.Fd()), unix.F_GET_SEALS, 0)
+	require.NoError(t, err)
+	assert.Equal(t, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL, seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL))
+	assert.Error(t, unix.Ftruncate(m.Fd(), 0), "a sealed file cannot shrink under a peer's mapping")
 }
