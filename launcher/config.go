@@ -1,0 +1,234 @@
+package launcher
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rdmacell/rdmacell/bootstrap"
+)
+
+// Defaults of the Config fields whose zero value means "the default".
+const (
+	// DefaultGrace is how long ranks get to exit after SIGTERM.
+	DefaultGrace = 10 * time.Second
+	// DefaultNodeTimeout is how long a silent cellrun of a multi-node job
+	// is given before the other nodes declare it dead (its lease TTL).
+	DefaultNodeTimeout = 5 * time.Second
+	// DefaultNodeRendezvous bounds the wait for the other nodes' cellrun
+	// when RendezvousTimeout is not set: nodes of a cluster are often
+	// started by hand or by a scheduler, minutes apart.
+	DefaultNodeRendezvous = 5 * time.Minute
+)
+
+// Config is one node's share of a job. Fields documented as optional are
+// left out of the ranks' environment while zero.
+type Config struct {
+	// Program is what each rank runs: an executable (looked up in PATH
+	// when it has no slash) or a directory holding a Go main package, which
+	// is built once. Args are its arguments.
+	Program string
+	Args    []string
+
+	// ProcsPerNode (-n) is the number of ranks on this node, at least 1.
+	ProcsPerNode int
+	// Nodes (--nnodes) is the number of nodes, at least 1, and NodeRank
+	// (--node-rank) this node's index among them.
+	Nodes    int
+	NodeRank int
+	// Job (--job) is the job id; empty means a random one, which only a
+	// single-node job can use.
+	Job string
+
+	// EtcdEndpoints (--etcd) is an existing etcd cluster. Empty means an
+	// embedded etcd served by this cellrun, on EtcdServe if set, else on a
+	// free loopback port (single node only).
+	EtcdEndpoints []string
+	EtcdServe     string
+	// TLS files and credentials for EtcdEndpoints; optional.
+	EtcdCA, EtcdCert, EtcdKey string
+	EtcdUser, EtcdPassword    string
+
+	// Knobs for the ranks; optional. Transport is auto, shm or tcp; Paths
+	// the QPs per peer; CellSize the flowcell size in bytes; Policy
+	// adaptive, ecmp or spray; Debug "1" or a comma-separated list of
+	// components; RendezvousTimeout bounds the ranks' rendezvous (and this
+	// cellrun's wait for the other nodes).
+	Transport         string
+	Paths             int
+	CellSize          int64
+	Policy            string
+	Debug             string
+	RendezvousTimeout time.Duration
+
+	// LogDir, if set, also receives each rank's output in rank.N.log.
+	LogDir string
+	// NoPrefix leaves the "[rank] " prefix off the output lines.
+	NoPrefix bool
+	// Grace is how long ranks get between SIGTERM and SIGKILL; zero means
+	// DefaultGrace.
+	Grace time.Duration
+	// NodeTimeout is the lease TTL of this cellrun in a multi-node job;
+	// zero means DefaultNodeTimeout. etcd counts whole seconds.
+	NodeTimeout time.Duration
+
+	// Signals, if set, delivers the signals to forward to the ranks (SIGINT
+	// and SIGTERM); the first one stops the job, the next one kills it.
+	Signals <-chan os.Signal
+	// Env is the environment the ranks inherit; nil means os.Environ().
+	Env []string
+	// Logger receives cellrun's own diagnostics; nil means warnings and
+	// errors on stderr.
+	Logger *slog.Logger
+}
+
+// jobIDPattern is the job ids etcd keys are built from (as bootstrap).
+var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// debugPattern is a list of component names, or "1".
+var debugPattern = regexp.MustCompile(`^[a-z0-9_]+(,[a-z0-9_]+)*$`)
+
+// validate checks the configuration and fills in defaults. Every error is a
+// *FlagError naming the flag.
+func (c *Config) validate() error {
+	if c.Program == "" {
+		return &FlagError{Flag: "PROGRAM", Value: "", Want: "the program each rank runs, e.g. cellrun -n 4 ./train"}
+	}
+	if c.ProcsPerNode < 1 {
+		return &FlagError{Flag: "-n/--nproc-per-node", Value: strconv.Itoa(c.ProcsPerNode), Want: "want at least 1 rank per node"}
+	}
+	if c.Nodes < 1 {
+		return &FlagError{Flag: "--nnodes", Value: strconv.Itoa(c.Nodes), Want: "want at least 1 node"}
+	}
+	if c.NodeRank < 0 || c.NodeRank >= c.Nodes {
+		return &FlagError{Flag: "--node-rank", Value: strconv.Itoa(c.NodeRank),
+			Want: fmt.Sprintf("want 0 <= node rank < --nnodes %d", c.Nodes)}
+	}
+	if err := c.validateJob(); err != nil {
+		return err
+	}
+	if err := c.validateEtcd(); err != nil {
+		return err
+	}
+	if err := c.validateKnobs(); err != nil {
+		return err
+	}
+	if c.Grace < 0 {
+		return &FlagError{Flag: "--grace", Value: c.Grace.String(), Want: "want a positive duration"}
+	}
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.NodeTimeout < 0 {
+		return &FlagError{Flag: "--node-timeout", Value: c.NodeTimeout.String(), Want: "want a positive duration"}
+	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = DefaultNodeTimeout
+	}
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	return nil
+}
+
+func (c *Config) validateJob() error {
+	if c.Job == "" {
+		if c.Nodes > 1 {
+			return &FlagError{Flag: "--job", Value: "",
+				Want: fmt.Sprintf("a job of --nnodes %d needs the same --job id on every node", c.Nodes)}
+		}
+		var b [6]byte
+		_, _ = rand.Read(b[:]) // crypto/rand does not fail on Linux
+		c.Job = "cellrun-" + hex.EncodeToString(b[:])
+	}
+	if !jobIDPattern.MatchString(c.Job) {
+		return &FlagError{Flag: "--job", Value: c.Job, Want: "want letters, digits, '.', '_' or '-'"}
+	}
+	return nil
+}
+
+func (c *Config) validateEtcd() error {
+	joined := strings.Join(c.EtcdEndpoints, ",")
+	if len(c.EtcdEndpoints) > 0 {
+		if _, err := bootstrap.ParseEndpoints(joined); err != nil {
+			return &FlagError{Flag: "--etcd", Value: joined, Want: "want host:port[,host:port...]: " + err.Error()}
+		}
+		if c.EtcdServe != "" {
+			return &FlagError{Flag: "--etcd-serve", Value: c.EtcdServe,
+				Want: "serve an embedded etcd or use --etcd " + joined + ", not both"}
+		}
+	}
+	if c.EtcdServe != "" && c.NodeRank != 0 {
+		return &FlagError{Flag: "--etcd-serve", Value: c.EtcdServe,
+			Want: fmt.Sprintf("only node 0 serves etcd (this is --node-rank %d; give it --etcd)", c.NodeRank)}
+	}
+	if c.Nodes > 1 && len(c.EtcdEndpoints) == 0 && c.EtcdServe == "" {
+		if c.NodeRank == 0 {
+			return &FlagError{Flag: "--etcd", Value: "",
+				Want: fmt.Sprintf("a job of --nnodes %d needs --etcd host:port, or --etcd-serve ADDR on node 0", c.Nodes)}
+		}
+		return &FlagError{Flag: "--etcd", Value: "",
+			Want: fmt.Sprintf("node %d of --nnodes %d needs --etcd host:port (node 0's --etcd-serve address, or a cluster)", c.NodeRank, c.Nodes)}
+	}
+	creds := []struct{ flag, value string }{
+		{"--etcd-ca", c.EtcdCA}, {"--etcd-cert", c.EtcdCert}, {"--etcd-key", c.EtcdKey},
+		{"--etcd-user", c.EtcdUser}, {"--etcd-password", c.EtcdPassword},
+	}
+	for _, cr := range creds {
+		if cr.value != "" && len(c.EtcdEndpoints) == 0 {
+			value := cr.value
+			if cr.flag == "--etcd-password" {
+				value = "***"
+			}
+			return &FlagError{Flag: cr.flag, Value: value, Want: "only applies to an external cluster given with --etcd"}
+		}
+	}
+	if (c.EtcdCert == "") != (c.EtcdKey == "") {
+		return &FlagError{Flag: "--etcd-cert/--etcd-key", Value: c.EtcdCert + "/" + c.EtcdKey, Want: "give both or neither"}
+	}
+	if c.EtcdPassword != "" && c.EtcdUser == "" {
+		return &FlagError{Flag: "--etcd-user", Value: "", Want: "--etcd-password needs --etcd-user"}
+	}
+	return nil
+}
+
+func (c *Config) validateKnobs() error {
+	switch c.Transport {
+	case "", "auto", "shm", "tcp":
+	default:
+		return &FlagError{Flag: "--transport", Value: c.Transport, Want: "want auto, shm or tcp"}
+	}
+	switch c.Policy {
+	case "", "adaptive", "ecmp", "spray":
+	default:
+		return &FlagError{Flag: "--policy", Value: c.Policy, Want: "want adaptive, ecmp or spray"}
+	}
+	if c.Paths < 0 {
+		return &FlagError{Flag: "--paths", Value: strconv.Itoa(c.Paths), Want: "want at least 1 path per peer"}
+	}
+	if c.CellSize < 0 {
+		return &FlagError{Flag: "--cell-size", Value: strconv.FormatInt(c.CellSize, 10), Want: "want a positive size in bytes"}
+	}
+	if c.Debug != "" && !debugPattern.MatchString(c.Debug) {
+		return &FlagError{Flag: "--debug", Value: c.Debug, Want: "want 1, or a comma-separated list of components such as cell,bootstrap"}
+	}
+	if c.RendezvousTimeout < 0 {
+		return &FlagError{Flag: "--rendezvous-timeout", Value: c.RendezvousTimeout.String(), Want: "want a positive duration"}
+	}
+	return nil
+}
+
+// etcdClient is how this cellrun reaches an external cluster.
+func (c *Config) etcdClient() bootstrap.ClientConfig {
+	cc := bootstrap.ClientConfig{Endpoints: c.EtcdEndpoints, Username: c.EtcdUser, Password: c.EtcdPassword}
+	if c.EtcdCA != "" || c.EtcdCert != "" {
+		cc.TLS = &bootstrap.TLSFiles{CAFile: c.EtcdCA, CertFile: c.EtcdCert, KeyFile: c.EtcdKey}
+	}
+	return cc
+}

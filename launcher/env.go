@@ -1,0 +1,108 @@
+package launcher
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Names of the environment variables cellrun sets for each rank: the
+// contract between the launcher and the communicator. See the package
+// documentation for their values.
+const (
+	EnvRank              = "RDMACELL_RANK"
+	EnvWorldSize         = "RDMACELL_WORLD_SIZE"
+	EnvLocalRank         = "RDMACELL_LOCAL_RANK"
+	EnvLocalWorldSize    = "RDMACELL_LOCAL_WORLD_SIZE"
+	EnvJob               = "RDMACELL_JOB"
+	EnvEtcdEndpoints     = "RDMACELL_ETCD_ENDPOINTS"
+	EnvTransport         = "RDMACELL_TRANSPORT"
+	EnvPaths             = "RDMACELL_PATHS"
+	EnvCellSize          = "RDMACELL_CELL_SIZE"
+	EnvPolicy            = "RDMACELL_POLICY"
+	EnvDebug             = "RDMACELL_DEBUG"
+	EnvRendezvousTimeout = "RDMACELL_RENDEZVOUS_TIMEOUT"
+	EnvEtcdCA            = "RDMACELL_ETCD_CA"
+	EnvEtcdCert          = "RDMACELL_ETCD_CERT"
+	EnvEtcdKey           = "RDMACELL_ETCD_KEY"
+	EnvEtcdUser          = "RDMACELL_ETCD_USER"
+	EnvEtcdPassword      = "RDMACELL_ETCD_PASSWORD"
+)
+
+// ownedVars are never inherited from cellrun's environment: a stale rank
+// number or etcd credential from an enclosing job would silently mislead
+// the ranks.
+var ownedVars = []string{
+	EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvJob, EnvEtcdEndpoints,
+	EnvEtcdCA, EnvEtcdCert, EnvEtcdKey, EnvEtcdUser, EnvEtcdPassword,
+}
+
+// jobEnv is the part of the ranks' environment that is the same for every
+// rank of this node: the inherited environment minus what cellrun owns or
+// overrides, plus the job-wide variables.
+func jobEnv(base []string, cfg *Config, endpoints []string) []string {
+	var set []string
+	add := func(name, value string) { set = append(set, name+"="+value) }
+	add(EnvWorldSize, strconv.Itoa(cfg.Nodes*cfg.ProcsPerNode))
+	add(EnvLocalWorldSize, strconv.Itoa(cfg.ProcsPerNode))
+	add(EnvJob, cfg.Job)
+	add(EnvEtcdEndpoints, strings.Join(endpoints, ","))
+	if cfg.Transport != "" {
+		add(EnvTransport, cfg.Transport)
+	}
+	if cfg.Paths != 0 {
+		add(EnvPaths, strconv.Itoa(cfg.Paths))
+	}
+	if cfg.CellSize != 0 {
+		add(EnvCellSize, strconv.FormatInt(cfg.CellSize, 10))
+	}
+	if cfg.Policy != "" {
+		add(EnvPolicy, cfg.Policy)
+	}
+	if cfg.Debug != "" {
+		add(EnvDebug, cfg.Debug)
+	}
+	if cfg.RendezvousTimeout != 0 {
+		add(EnvRendezvousTimeout, cfg.RendezvousTimeout.String())
+	}
+	if cfg.EtcdCA != "" {
+		add(EnvEtcdCA, cfg.EtcdCA)
+	}
+	if cfg.EtcdCert != "" {
+		add(EnvEtcdCert, cfg.EtcdCert)
+	}
+	if cfg.EtcdKey != "" {
+		add(EnvEtcdKey, cfg.EtcdKey)
+	}
+	if cfg.EtcdUser != "" {
+		add(EnvEtcdUser, cfg.EtcdUser)
+	}
+	if cfg.EtcdPassword != "" {
+		add(EnvEtcdPassword, cfg.EtcdPassword)
+	}
+
+	drop := make(map[string]bool, len(ownedVars)+len(set))
+	for _, name := range ownedVars {
+		drop[name] = true
+	}
+	for _, kv := range set {
+		name, _, _ := strings.Cut(kv, "=")
+		drop[name] = true
+	}
+	env := make([]string, 0, len(base)+len(set)+2)
+	for _, kv := range base {
+		if name, _, _ := strings.Cut(kv, "="); !drop[name] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, set...)
+}
+
+// rankEnv adds one rank's own variables to the node's jobEnv.
+func rankEnv(job []string, rank, localRank int) []string {
+	env := make([]string, 0, len(job)+2)
+	env = append(env, job...)
+	return append(env,
+		EnvRank+"="+strconv.Itoa(rank),
+		EnvLocalRank+"="+strconv.Itoa(localRank),
+	)
+}

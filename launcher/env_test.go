@@ -1,0 +1,101 @@
+package launcher
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestJobEnv(t *testing.T) {
+	base := []string{"PATH=/bin", "RDMACELL_RANK=9", "RDMACELL_ETCD_PASSWORD=old", "RDMACELL_POLICY=ecmp", "RDMACELL_TRANSPORT=shm"}
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{
+			name: "no knobs",
+			cfg:  Config{Nodes: 1, ProcsPerNode: 2, Job: "j"},
+			want: []string{"PATH=/bin", "RDMACELL_POLICY=ecmp", "RDMACELL_TRANSPORT=shm",
+				"RDMACELL_WORLD_SIZE=2", "RDMACELL_LOCAL_WORLD_SIZE=2", "RDMACELL_JOB=j", "RDMACELL_ETCD_ENDPOINTS=http://a:1,http://b:2",
+				"RDMACELL_RANK=5", "RDMACELL_LOCAL_RANK=1"},
+		},
+		{
+			name: "every knob",
+			cfg: Config{Nodes: 3, ProcsPerNode: 2, Job: "j", Transport: "tcp", Paths: 4, CellSize: 1 << 20,
+				Policy: "spray", Debug: "1", RendezvousTimeout: 90 * time.Second,
+				EtcdCA: "ca.pem", EtcdCert: "c.pem", EtcdKey: "k.pem", EtcdUser: "u", EtcdPassword: "p"},
+			want: []string{"PATH=/bin",
+				"RDMACELL_WORLD_SIZE=6", "RDMACELL_LOCAL_WORLD_SIZE=2", "RDMACELL_JOB=j", "RDMACELL_ETCD_ENDPOINTS=http://a:1,http://b:2",
+				"RDMACELL_TRANSPORT=tcp", "RDMACELL_PATHS=4", "RDMACELL_CELL_SIZE=1048576", "RDMACELL_POLICY=spray",
+				"RDMACELL_DEBUG=1", "RDMACELL_RENDEZVOUS_TIMEOUT=1m30s",
+				"RDMACELL_ETCD_CA=ca.pem", "RDMACELL_ETCD_CERT=c.pem", "RDMACELL_ETCD_KEY=k.pem",
+				"RDMACELL_ETCD_USER=u", "RDMACELL_ETCD_PASSWORD=p",
+				"RDMACELL_RANK=5", "RDMACELL_LOCAL_RANK=1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := rankEnv(jobEnv(base, &tt.cfg, []string{"http://a:1", "http://b:2"}), 5, 1)
+			assert.Equal(t, tt.want, env)
+		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"65536", 65536, true},
+		{"64K", 64 << 10, true},
+		{"64KiB", 64 << 10, true},
+		{"2M", 2 << 20, true},
+		{"1GiB", 1 << 30, true},
+		{"512B", 512, true},
+		{"0", 0, false},
+		{"-1", 0, false},
+		{"1.5M", 0, false},
+		{"K", 0, false},
+		{"12X", 0, false},
+		{"9999999999G", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseSize(tt.in)
+			if !tt.ok {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestExitOutcome(t *testing.T) {
+	tests := []struct {
+		name   string
+		status syscall.WaitStatus // as wait(2) encodes it
+		how    string
+		code   int
+		failed bool
+	}{
+		{"success", 0, "exited with code 0", 0, false},
+		{"exit code", 3 << 8, "exited with code 3", 3, true},
+		{"SIGKILL", syscall.WaitStatus(syscall.SIGKILL), "killed by signal 9 (killed)", 137, true},
+		{"SIGSEGV", syscall.WaitStatus(syscall.SIGSEGV), "killed by signal 11 (segmentation fault)", 139, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			how, code, failed := exitOutcome(tt.status)
+			assert.Equal(t, tt.how, how)
+			assert.Equal(t, tt.code, code)
+			assert.Equal(t, tt.failed, failed)
+		})
+	}
+}

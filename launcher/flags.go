@@ -1,0 +1,148 @@
+package launcher
+
+import (
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// ErrHelp is returned by ParseArgs for -h or --help.
+var ErrHelp = pflag.ErrHelp
+
+// flagValues holds the flags whose text needs more than pflag's parsing.
+type flagValues struct {
+	etcd     string
+	cellSize string
+	help     bool
+}
+
+// newFlagSet defines cellrun's flags, writing into cfg and raw.
+func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("cellrun", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.SetOutput(io.Discard) // errors are returned, help is printed by the caller
+	// Everything after PROGRAM belongs to PROGRAM.
+	fs.SetInterspersed(false)
+
+	fs.IntVarP(&cfg.ProcsPerNode, "nproc-per-node", "n", 1, "`N` ranks to start on this node")
+	fs.IntVar(&cfg.Nodes, "nnodes", 1, "`N` nodes in the job, each running its own cellrun")
+	fs.IntVar(&cfg.NodeRank, "node-rank", 0, "index `K` of this node, 0..nnodes-1; its ranks are node-rank*n .. node-rank*n+n-1")
+	fs.StringVar(&cfg.Job, "job", "", "`ID` of the job, the same on every node (letters, digits, '.', '_', '-'); required with --nnodes > 1, random otherwise")
+	fs.StringVar(&raw.etcd, "etcd", "", "use the existing etcd cluster at `ENDPOINTS`, host:port[,host:port...]; default: an embedded etcd")
+	fs.StringVar(&cfg.EtcdServe, "etcd-serve", "", "on node 0: serve the embedded etcd on `ADDR` (e.g. 0.0.0.0:2379) for the other nodes")
+	fs.StringVar(&cfg.EtcdCA, "etcd-ca", "", "PEM `FILE` of the CA that signed the --etcd cluster's certificate")
+	fs.StringVar(&cfg.EtcdCert, "etcd-cert", "", "PEM `FILE` of the client certificate for the --etcd cluster (with --etcd-key)")
+	fs.StringVar(&cfg.EtcdKey, "etcd-key", "", "PEM `FILE` of the key of --etcd-cert")
+	fs.StringVar(&cfg.EtcdUser, "etcd-user", "", "`USER` name for the --etcd cluster")
+	fs.StringVar(&cfg.EtcdPassword, "etcd-password", "", "`PASSWORD` of --etcd-user (visible to other users in the process list)")
+	fs.StringVar(&cfg.Transport, "transport", "", "`NAME` of the transport between ranks: auto, shm or tcp (sets RDMACELL_TRANSPORT)")
+	fs.IntVar(&cfg.Paths, "paths", 0, "`N` paths (QPs) per peer, at least 1 (sets RDMACELL_PATHS)")
+	fs.StringVar(&raw.cellSize, "cell-size", "", "flowcell `SIZE` in bytes, e.g. 65536 or 64KiB (sets RDMACELL_CELL_SIZE)")
+	fs.StringVar(&cfg.Policy, "policy", "", "path scheduling `POLICY`: adaptive, ecmp or spray (sets RDMACELL_POLICY)")
+	fs.StringVar(&cfg.Debug, "debug", "", "debug logs, of cellrun and the ranks: alone for all, or =`COMPONENTS`, e.g. --debug=cell,bootstrap (sets RDMACELL_DEBUG)")
+	fs.Lookup("debug").NoOptDefVal = "1"
+	fs.DurationVar(&cfg.RendezvousTimeout, "rendezvous-timeout", 0,
+		"how long ranks (and nodes) wait for each other at start, e.g. 2m (sets RDMACELL_RENDEZVOUS_TIMEOUT)")
+	fs.StringVar(&cfg.LogDir, "log-dir", "", "also write each rank's output to `DIR`/rank.N.log")
+	fs.BoolVar(&cfg.NoPrefix, "no-prefix", false, "do not prefix output lines with \"[rank] \"")
+	fs.DurationVar(&cfg.Grace, "grace", DefaultGrace, "how long ranks get to exit after SIGTERM before SIGKILL")
+	fs.DurationVar(&cfg.NodeTimeout, "node-timeout", DefaultNodeTimeout,
+		"with --nnodes > 1: how long a silent node's cellrun is given before the job is stopped")
+	fs.BoolVarP(&raw.help, "help", "h", false, "show this help")
+	return fs
+}
+
+// ParseArgs reads cellrun's command line, args without the program name,
+// into a Config. It returns ErrHelp for -h or --help, and an error matching
+// ErrUsage, naming the flag and its value, for a bad command line.
+func ParseArgs(args []string) (Config, error) {
+	var cfg Config
+	var raw flagValues
+	fs := newFlagSet(&cfg, &raw)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return Config{}, ErrHelp
+		}
+		return Config{}, usageError{err}
+	}
+	if raw.help {
+		return Config{}, ErrHelp
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return Config{}, usageError{errors.New("missing PROGRAM: cellrun [flags] PROGRAM [ARGS...]")}
+	}
+	cfg.Program, cfg.Args = rest[0], rest[1:]
+
+	if fs.Changed("etcd") {
+		cfg.EtcdEndpoints = splitList(raw.etcd)
+		if len(cfg.EtcdEndpoints) == 0 {
+			return Config{}, &FlagError{Flag: "--etcd", Value: raw.etcd, Want: "want host:port[,host:port...]"}
+		}
+	}
+	if fs.Changed("cell-size") {
+		n, err := parseSize(raw.cellSize)
+		if err != nil {
+			return Config{}, &FlagError{Flag: "--cell-size", Value: raw.cellSize, Want: err.Error()}
+		}
+		cfg.CellSize = n
+	}
+	// Zero means "not set" in Config; on the command line it is a mistake.
+	if fs.Changed("paths") && cfg.Paths < 1 {
+		return Config{}, &FlagError{Flag: "--paths", Value: strconv.Itoa(cfg.Paths), Want: "want at least 1 path per peer"}
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"rendezvous-timeout", cfg.RendezvousTimeout}, {"grace", cfg.Grace}, {"node-timeout", cfg.NodeTimeout}} {
+		if fs.Changed(d.name) && d.value <= 0 {
+			return Config{}, &FlagError{Flag: "--" + d.name, Value: d.value.String(), Want: "want a positive duration"}
+		}
+	}
+	if fs.Changed("debug") && cfg.Debug == "" {
+		return Config{}, &FlagError{Flag: "--debug", Value: "", Want: "want 1, or a comma-separated list of components"}
+	}
+	return cfg, nil
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// Usage is cellrun's help text: synopsis, flags, and the environment the
+// ranks receive.
+func Usage() string {
+	var b strings.Builder
+	b.WriteString(`Usage: cellrun [flags] PROGRAM [ARGS...]
+
+Starts the ranks of an RDMACell job on this node and supervises them: output
+lines are prefixed with the rank, SIGINT/SIGTERM are forwarded, and when a
+rank fails the others are stopped and cellrun exits with that rank's code.
+PROGRAM may be a directory holding a Go main package; it is built once.
+
+  cellrun -n 4 ./train
+  cellrun --nnodes 2 --node-rank 0 --job j1 --etcd-serve 0.0.0.0:2379 -n 8 ./train   # on node 0
+  cellrun --nnodes 2 --node-rank 1 --job j1 --etcd node0:2379 -n 8 ./train           # on node 1
+
+Flags:
+`)
+	var cfg Config
+	b.WriteString(newFlagSet(&cfg, &flagValues{}).FlagUsages())
+	b.WriteString(`
+Each rank gets RDMACELL_RANK, RDMACELL_WORLD_SIZE, RDMACELL_LOCAL_RANK,
+RDMACELL_LOCAL_WORLD_SIZE, RDMACELL_JOB and RDMACELL_ETCD_ENDPOINTS, plus the
+variables of the knob and --etcd-* flags that were given.
+`)
+	return b.String()
+}

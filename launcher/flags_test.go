@@ -1,0 +1,99 @@
+package launcher
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBadFlags runs cellrun with command lines it must refuse: exit code 2
+// and a message naming the flag (and its value).
+func TestBadFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no ranks", []string{"-n", "0", "prog"}, `-n/--nproc-per-node "0": want at least 1`},
+		{"not a number", []string{"-n", "four", "prog"}, `invalid argument "four" for "-n, --nproc-per-node" flag`},
+		{"unknown flag", []string{"--ranks", "4", "prog"}, `unknown flag: --ranks`},
+		{"no program", []string{"-n", "4"}, `missing PROGRAM`},
+		{"unknown transport", []string{"--transport", "udp", "prog"}, `--transport "udp": want auto, shm or tcp`},
+		{"unknown policy", []string{"--policy", "random", "prog"}, `--policy "random": want adaptive, ecmp or spray`},
+		{"no paths", []string{"--paths", "0", "prog"}, `--paths "0": want at least 1`},
+		{"bad cell size", []string{"--cell-size", "12X", "prog"}, `--cell-size "12X": want a positive number of bytes`},
+		{"zero cell size", []string{"--cell-size", "0", "prog"}, `--cell-size "0": want a positive number of bytes`},
+		{"bad debug", []string{"--debug=Cell!", "prog"}, `--debug "Cell!": want 1, or a comma-separated list`},
+		{"negative timeout", []string{"--rendezvous-timeout", "-1s", "prog"}, `--rendezvous-timeout "-1s": want a positive duration`},
+		{"zero grace", []string{"--grace", "0s", "prog"}, `--grace "0s": want a positive duration`},
+		{"bad job id", []string{"--job", "a/b", "prog"}, `--job "a/b": want letters, digits`},
+		{"no job on two nodes", []string{"--nnodes", "2", "--etcd", "h:2379", "prog"}, `--job "": a job of --nnodes 2 needs the same --job id on every node`},
+		{"node 1 without etcd", []string{"--nnodes", "2", "--node-rank", "1", "--job", "j", "prog"}, `--etcd "": node 1 of --nnodes 2 needs --etcd host:port`},
+		{"node 0 without etcd", []string{"--nnodes", "2", "--job", "j", "prog"}, `--etcd "": a job of --nnodes 2 needs --etcd host:port, or --etcd-serve ADDR on node 0`},
+		{"node rank too large", []string{"--nnodes", "2", "--node-rank", "2", "--job", "j", "--etcd", "h:1", "prog"}, `--node-rank "2": want 0 <= node rank < --nnodes 2`},
+		{"no nodes", []string{"--nnodes", "0", "prog"}, `--nnodes "0": want at least 1 node`},
+		{"serve on node 1", []string{"--nnodes", "2", "--node-rank", "1", "--job", "j", "--etcd-serve", "0.0.0.0:2379", "prog"}, `--etcd-serve "0.0.0.0:2379": only node 0 serves etcd`},
+		{"serve and use", []string{"--etcd-serve", "127.0.0.1:2379", "--etcd", "h:2379", "prog"}, `--etcd-serve "127.0.0.1:2379": serve an embedded etcd or use --etcd h:2379, not both`},
+		{"bad endpoint", []string{"--etcd", "no-port", "prog"}, `--etcd "no-port": want host:port`},
+		{"empty endpoints", []string{"--etcd", ",", "prog"}, `--etcd ",": want host:port`},
+		{"credentials without cluster", []string{"--etcd-user", "u", "prog"}, `--etcd-user "u": only applies to an external cluster given with --etcd`},
+		{"password hidden", []string{"--etcd-password", "secret", "prog"}, `--etcd-password "***": only applies`},
+		{"cert without key", []string{"--etcd", "h:1", "--etcd-cert", "c.pem", "prog"}, `--etcd-cert/--etcd-key "c.pem/": give both or neither`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, code := runCellrun(t, tt.args...)
+			assert.Equal(t, ExitUsage, code)
+			stderr := strings.Join(p.stderr.all(), "\n")
+			assert.Contains(t, stderr, "cellrun: "+tt.want)
+			assert.NotContains(t, stderr, "secret", "a password is never echoed")
+			assert.Empty(t, p.stdout.all())
+		})
+	}
+}
+
+// TestHelp lists every flag with its explanation, on stdout, exit code 0.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	p, code := runCellrun(t, "--help")
+	require.Equal(t, 0, code)
+	help := strings.Join(p.stdout.all(), "\n")
+	var cfg Config
+	fs := newFlagSet(&cfg, &flagValues{})
+	n := 0
+	fs.VisitAll(func(f *pflag.Flag) {
+		n++
+		assert.Regexp(t, `(?m)^ +(-\w, )?--`+f.Name+`\b.*\S{3,}`, help, "flag --%s is listed with an explanation", f.Name)
+	})
+	assert.Equal(t, 22, n, "flags of cellrun")
+	assert.Contains(t, help, "Usage: cellrun [flags] PROGRAM [ARGS...]")
+	assert.Empty(t, p.stderr.all())
+}
+
+// TestParseArgs checks what the flags turn into, including that
+// everything after PROGRAM is the program's.
+func TestParseArgs(t *testing.T) {
+	cfg, err := ParseArgs([]string{"-n", "3", "--nnodes", "2", "--node-rank", "1", "--job", "j", "--etcd", "a:1, b:2",
+		"--cell-size", "1MiB", "--debug", "--no-prefix", "./train", "-n", "5", "--lr=0.1"})
+	require.NoError(t, err)
+	assert.Equal(t, 3, cfg.ProcsPerNode)
+	assert.Equal(t, 2, cfg.Nodes)
+	assert.Equal(t, 1, cfg.NodeRank)
+	assert.Equal(t, []string{"a:1", "b:2"}, cfg.EtcdEndpoints)
+	assert.Equal(t, int64(1<<20), cfg.CellSize)
+	assert.Equal(t, "1", cfg.Debug, "--debug alone")
+	assert.True(t, cfg.NoPrefix)
+	assert.Equal(t, "./train", cfg.Program)
+	assert.Equal(t, []string{"-n", "5", "--lr=0.1"}, cfg.Args)
+	assert.Equal(t, DefaultGrace, cfg.Grace)
+
+	_, err = ParseArgs([]string{"-h"})
+	assert.ErrorIs(t, err, ErrHelp)
+	_, err = ParseArgs([]string{"--paths", "x", "prog"})
+	assert.ErrorIs(t, err, ErrUsage)
+}

@@ -1,0 +1,211 @@
+package launcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rdmacell/rdmacell/bootstrap"
+)
+
+// nodesKeyPrefix is where the cellrun processes of multi-node jobs meet:
+// apart from the ranks' own jobs, so that a launcher group and the ranks'
+// job can share the job id without sharing keys.
+const nodesKeyPrefix = "/rdmacell/launchers/"
+
+// failureKey is what a node publishes for each other node when the job has
+// to stop because of it.
+const failureKey = "failure"
+
+// departureKey is never published: waiting for it is waiting until the node
+// leaves the group.
+const departureKey = "departure"
+
+// Pacing of the join of a node's cellrun: a single attempt is kept short
+// because a fresh client is the quickest way to find an etcd that came up
+// meanwhile (node 0 may start after the others).
+const (
+	joinAttempt    = 2 * time.Second
+	joinRetryDelay = 200 * time.Millisecond
+)
+
+// stopReport is the value published under failureKey: the line every node
+// prints, and the code every node exits with.
+type stopReport struct {
+	Line string `json:"line"`
+	Code int    `json:"code"`
+}
+
+// nodeGroup is this cellrun's membership of the job's launcher group, one
+// member per node.
+type nodeGroup struct {
+	job  *bootstrap.Job
+	self int
+	log  *slog.Logger
+
+	cancel   context.CancelFunc // stops the watchers
+	watchers sync.WaitGroup
+}
+
+// joinNodes joins the launcher group and waits, until ctx ends, for every
+// node to join. A node's rank already held by someone else is retried for
+// one node timeout: it may be the lease of a cellrun of an earlier run of
+// the job that was killed.
+func joinNodes(ctx context.Context, cfg *Config, client bootstrap.ClientConfig, host string, log *slog.Logger) (*nodeGroup, error) {
+	bc := bootstrap.Config{
+		Client:    client,
+		Job:       cfg.Job,
+		Rank:      cfg.NodeRank,
+		WorldSize: cfg.Nodes,
+		Host:      host,
+		LeaseTTL:  cfg.NodeTimeout,
+		KeyPrefix: nodesKeyPrefix,
+		Logger:    log,
+	}
+	var job *bootstrap.Job
+	var firstDup time.Time
+	for {
+		attempt, cancel := context.WithTimeout(ctx, joinAttempt)
+		j, err := bootstrap.Join(attempt, bc)
+		cancel()
+		if err == nil {
+			job = j
+			break
+		}
+		var dup *bootstrap.DuplicateRankError
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("node %d: join the nodes of job %q: %w", cfg.NodeRank, cfg.Job, errors.Join(err, ctx.Err()))
+		case errors.As(err, &dup):
+			if firstDup.IsZero() {
+				firstDup = time.Now()
+			}
+			if time.Since(firstDup) > cfg.NodeTimeout+time.Second {
+				return nil, fmt.Errorf("--node-rank %d of job %q is taken by the cellrun with pid %d on host %s: %w",
+					cfg.NodeRank, cfg.Job, dup.PID, dup.Host, err)
+			}
+		case !errors.Is(err, bootstrap.ErrUnreachable):
+			return nil, fmt.Errorf("node %d: join the nodes of job %q: %w", cfg.NodeRank, cfg.Job, err)
+		}
+		log.Debug("etcd not ready for the nodes' rendezvous yet, retrying", "err", err)
+		select {
+		case <-time.After(joinRetryDelay):
+		case <-ctx.Done():
+		}
+	}
+	if _, err := job.WaitWorld(ctx); err != nil {
+		_ = job.Close(context.Background())
+		var missing *bootstrap.MissingRanksError
+		if errors.As(err, &missing) {
+			return nil, fmt.Errorf("job %q: nodes %v of --nnodes %d did not start their cellrun in time: %w",
+				cfg.Job, missing.Missing, cfg.Nodes, err)
+		}
+		return nil, fmt.Errorf("job %q: nodes' rendezvous: %w", cfg.Job, err)
+	}
+	return &nodeGroup{job: job, self: cfg.NodeRank, log: log}, nil
+}
+
+// watch reports, through stop, the first reason another node gives for
+// stopping the job, or the death of its cellrun. A node that leaves cleanly
+// is no news: its ranks all succeeded.
+func (g *nodeGroup) watch(stop func(line string, code int)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	for node := range g.job.WorldSize() {
+		if node == g.self {
+			continue
+		}
+		g.watchers.Add(1)
+		go func() {
+			defer g.watchers.Done()
+			g.watchNode(ctx, node, stop)
+		}()
+	}
+	go g.watchSelf(stop)
+}
+
+// watchSelf stops the job when this cellrun's own lease ends (etcd lost
+// for longer than --node-timeout): the other nodes take this node for dead
+// and stop their ranks, so carrying on alone is pointless. The departures
+// channel is closed by close, which ends this goroutine.
+func (g *nodeGroup) watchSelf(stop func(line string, code int)) {
+	for err := range g.job.Departures() {
+		var dead *bootstrap.RankDeadError
+		if errors.As(err, &dead) && dead.Rank == g.self {
+			stop(fmt.Sprintf("node %d (cellrun pid %d, host %s) lost etcd for longer than its --node-timeout: the other nodes take it for dead",
+				g.self, dead.PID, dead.Host), ExitFailure)
+		}
+	}
+}
+
+// watchNode waits for node's stop report, then for node to leave.
+func (g *nodeGroup) watchNode(ctx context.Context, node int, stop func(line string, code int)) {
+	value, err := g.job.Get(ctx, node, failureKey)
+	if err == nil {
+		var rep stopReport
+		if jerr := json.Unmarshal(value, &rep); jerr != nil || rep.Line == "" || rep.Code == 0 {
+			rep = stopReport{Line: fmt.Sprintf("node %d reported a failure cellrun cannot read: %q", node, value), Code: ExitFailure}
+		}
+		stop(rep.Line, rep.Code)
+		// The node is still tearing down: it needs etcd until it leaves.
+		_, err = g.job.Get(ctx, node, departureKey)
+	}
+	var dead *bootstrap.RankDeadError
+	switch {
+	case err == nil:
+	case errors.As(err, &dead):
+		stop(fmt.Sprintf("node %d (cellrun pid %d, host %s) died: nothing heard from it for its --node-timeout",
+			node, dead.PID, dead.Host), ExitFailure)
+	default:
+		// A clean exit, or our own leaving.
+	}
+}
+
+// publish tells every other node why the job stops.
+func (g *nodeGroup) publish(ctx context.Context, line string, code int) error {
+	value, err := json.Marshal(stopReport{Line: line, Code: code})
+	if err != nil {
+		return fmt.Errorf("encode stop report: %w", err)
+	}
+	var errs []error
+	for node := range g.job.WorldSize() {
+		if node != g.self {
+			errs = append(errs, g.job.Put(ctx, node, failureKey, value))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tell the other nodes that the job stops: %w", err)
+	}
+	return nil
+}
+
+// waitOthers waits until every other node has left the group (or told why
+// the job stops, or died), or until ctx ends. Node 0 serving etcd does
+// this before it takes etcd away.
+func (g *nodeGroup) waitOthers(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { g.watchers.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close leaves the group cleanly and stops the watchers.
+func (g *nodeGroup) close(ctx context.Context) error {
+	err := g.job.Close(ctx)
+	if g.cancel != nil {
+		g.cancel()
+	}
+	g.watchers.Wait()
+	if err != nil {
+		return fmt.Errorf("leave the nodes' group: %w", err)
+	}
+	return nil
+}
