@@ -5,16 +5,19 @@
 //
 // A Device listens on one address (Options.ListenAddr) and hands out
 // endpoints naming it. Each QP gets its own TCP connection, so each QP has
-// its own source port and, on an ECMP fabric, its own path; QPConfig.
-// LocalAddr binds that connection to a chosen local address and port.
+// its own source port and, on an ECMP fabric, its own path;
+// QPConfig.LocalAddr binds that connection to a chosen local address and
+// port.
 //
 // The connection is made when the QP moves to RTR. Of the two QPs, the
 // one whose endpoint (Addr, QPN) sorts first dials; the other's device
 // accepts the connection and gives it to the QP it names, if that QP is in
 // RTR or RTS and was given exactly the dialer's endpoint (address, QPN and
 // PSN; Init draws a fresh PSN, so a connection belongs to one incarnation
-// of the pair). A dialer that arrives before its peer reaches RTR is told
-// to come back and retries with backoff. A QP without a connection after
+// of the pair). Endpoints must therefore reach the peer verbatim, as the
+// bootstrap passes them. A dialer that arrives while its peer is still in
+// Init is held until the peer reaches RTR, for up to half the handshake
+// timeout; otherwise it is told to come back and retries with backoff. A QP without a connection after
 // Options.ConnectTimeout moves to StateErr; requests posted meanwhile wait
 // for the connection, and fail with StatusRetryExceeded after the QP's
 // Timeout × (RetryCount+1).
@@ -33,7 +36,7 @@
 //
 // # Frames
 //
-// Every frame has a fixed 32-byte header (see frame.go); WRITE,
+// Every frame has a fixed 32-byte header; WRITE,
 // WRITE_WITH_IMM and SEND carry their payload after it, ACK (cumulative),
 // NAK (a PSN and a status) and RNR notices carry none. The decoder checks
 // every field; a malformed or out-of-order frame closes the connection and
@@ -46,21 +49,30 @@
 // per batch, straight from registered memory: no copy, no allocation. A
 // signaled request completes when the acknowledgement covering it
 // arrives, so its data is in the peer's memory. Requests are acknowledged
-// cumulatively; the sender asks for an acknowledgement on signaled
-// requests and on the last frame of each batch. If the peer shows no sign
-// of life (no frame, no progress writing) for Timeout × (RetryCount+1)
-// while requests are outstanding, or the connection breaks (EOF, reset,
-// TCP_USER_TIMEOUT, keepalive), the oldest outstanding request completes
-// with StatusRetryExceeded, the rest are flushed and the QP moves to
-// StateErr.
+// cumulatively: at once for signaled requests, and with the peer's next
+// frame (or after a fraction of a millisecond) for the last of a batch of
+// unsignaled ones, so a request answered by a request carries its
+// acknowledgement for free. If the peer shows no sign of life (no frame,
+// no progress writing) for Timeout × (RetryCount+1) while requests are
+// outstanding, or the connection breaks (EOF, reset, TCP_USER_TIMEOUT,
+// keepalive), the oldest outstanding request completes with
+// StatusRetryExceeded, the rest are flushed and the QP moves to StateErr.
+// A responder that is not ready (RNR) is alive: while it says so, the
+// timer does not run, as on an RNIC. A QP that owes its peer nothing when
+// the connection ends stays in its state, as an RNIC notices a vanished
+// peer only when it sends: its next request fails with
+// StatusRetryExceeded (QP.Err tells why meanwhile).
 //
 // # Responder
 //
 // The QP's receiver goroutine checks every WRITE against the regions of
 // the QP's PD (rkey, bounds, remote write access) before it reads a byte
-// of payload, then reads the payload straight into the region. A refused
-// request is answered with a NAK (StatusRemoteAccess at the requester),
-// both QPs move to StateErr and the memory is untouched. WRITE_WITH_IMM
+// of payload, then reads the payload straight into the region (readv puts
+// the next frame's header into its buffer in the same system call). A
+// refused request is answered with a NAK (StatusRemoteAccess at the
+// requester, whose QP moves to StateErr), the connection ends and the
+// memory is untouched; the responder's QP moves to StateErr only if a
+// receive of its own failed. WRITE_WITH_IMM
 // and SEND consume a posted receive (a SEND larger than it fails with
 // StatusLocalLength here and StatusRemoteInvalidRequest at the
 // requester). With no receive posted the responder emulates RNR: it waits
@@ -76,4 +88,7 @@
 // and flushes every outstanding send and receive request; Modify to
 // StateReset discards them, after which the QP can be taken through Init
 // and RTR to a new peer (or a new incarnation of the same one).
+//
+// As with an RNIC, a region must not be deregistered and freed while a
+// peer may still write into it: quiesce or reset the QPs first.
 package tcp
