@@ -1,0 +1,300 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/verbs"
+)
+
+// cellDriver binds cell.Engines to simulated QPs: it is the driver of
+// package cell, with virtual time. Every flow is a connection of its own
+// (an engine at each end over Paths QPs), as the baselines give every
+// flow a QP of its own: connections per host pair would queue a small
+// flow's cells behind a large one's in the same send queues, which says
+// more about the application than about load balancing. Each path is an
+// RC QP pair with its own UDP ports (its own ECMP route); cell chains go
+// on the sender's QP, tokens, grants and finals are RDMA writes on the
+// reverse direction of the same QP pair. The receiver posts its range
+// RecvLead before the flow starts, as an application with its buffers
+// ready does; the grant still crosses the fabric.
+type cellDriver struct {
+	s     *Sim
+	conns []conn
+	free  []int32
+	// connOf[flow] is the flow's connection, -1 before and after.
+	connOf   []int32
+	errDelay int64
+	cellSize int64
+}
+
+type conn struct {
+	flow      int32
+	gen       int32 // incarnation of the slot: stale events are ignored
+	eng       [2]*cell.Engine
+	qp        []int32 // [path·2 + end]: the QP end writes on
+	tickAt    [2]int64
+	resetting []bool
+	sent      bool // the flow was handed to the sender
+	done      [2]bool
+}
+
+// errPeerReset is the cause the peer's engine hears when a path it uses
+// is reset by the other end.
+var errPeerReset = errors.New("peer reset the QP")
+
+func newCellDriver(s *Sim) (*cellDriver, error) {
+	d := &cellDriver{s: s, connOf: make([]int32, len(s.flows)), errDelay: min(5_000, s.cfg.QPReset/2)}
+	for i := range d.connOf {
+		d.connOf[i] = -1
+	}
+	if s.cfg.CellBDP > 0 {
+		mtu := int64(s.cfg.MTU)
+		d.cellSize = max(mtu, (int64(s.cfg.CellBDP*float64(s.cfg.BDP))+mtu-1)/mtu*mtu)
+	}
+	// Fail on a bad engine configuration now rather than mid-run.
+	if _, err := cell.New(d.engineConfig(0, 1, 0)); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *cellDriver) engineConfig(src, dst int32, end int) cell.Config {
+	s := d.s
+	cfg := cell.Config{
+		Peer:           fmt.Sprintf("host %d", [2]int32{dst, src}[end]),
+		Paths:          s.cfg.Paths,
+		MTU:            s.cfg.MTU,
+		CellSize:       d.cellSize,
+		Window:         32,
+		MaxRanges:      1,
+		RecvDepth:      16,
+		InitialRTT:     time.Duration(s.cfg.InitialRTT),
+		MinSoftTimeout: time.Duration(s.cfg.MinSoftTimeout),
+	}
+	switch s.cfg.Scheme {
+	case "rdmacell-ecmp":
+		cfg.Policy = &cell.ECMP{Key: uint64(src)<<32 | uint64(dst)}
+	case "rdmacell-spray":
+		cfg.Policy = &cell.Spray{}
+	}
+	return cfg
+}
+
+// open creates flow fi's connection: engines, QPs, and the receiver's
+// range.
+func (d *cellDriver) open(fi int32) {
+	s := d.s
+	fl := &s.flows[fi]
+	var ci int32
+	if n := len(d.free); n > 0 {
+		ci = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		d.conns = append(d.conns, conn{qp: make([]int32, 2*s.cfg.Paths), resetting: make([]bool, s.cfg.Paths)})
+		ci = int32(len(d.conns) - 1)
+	}
+	c := &d.conns[ci]
+	c.flow, c.gen = fi, (c.gen+1)&0x7fff
+	c.tickAt, c.sent, c.done = [2]int64{}, false, [2]bool{}
+	clear(c.resetting)
+	for e := range 2 {
+		eng, err := cell.New(d.engineConfig(fl.Src, fl.Dst, e))
+		if err != nil {
+			panic(err) // validated in newCellDriver
+		}
+		c.eng[e] = eng
+	}
+	for p := range s.cfg.Paths {
+		q0 := s.newQP(fl.Src, fl.Dst)
+		q1 := s.newQP(fl.Dst, fl.Src)
+		s.qps[q1].sport, s.qps[q1].dport = s.qps[q0].dport, s.qps[q0].sport
+		for e, qi := range [2]int32{q0, q1} {
+			q := &s.qps[qi]
+			q.conn, q.path, q.end = ci, int16(p), int8(e)
+			c.qp[2*p+e] = qi
+		}
+	}
+	d.connOf[fi] = ci
+	// The first Ready holds receive chains only: nothing to carry.
+	d.drain(ci, 0)
+	d.drain(ci, 1)
+	_ = c.eng[1].Recv(s.now, cell.RecvRange{Tag: uint64(fi), Addr: uint64(fi+1) << 32, RKey: 2, Len: fl.Size})
+	d.drain(ci, 1)
+}
+
+// close releases a finished flow's connection.
+func (d *cellDriver) close(ci int32) {
+	s := d.s
+	c := &d.conns[ci]
+	d.connOf[c.flow] = -1
+	for _, qi := range c.qp {
+		s.qps[qi].conn = -1
+		s.releaseQP(qi)
+	}
+	d.s.st.CellsReposted += c.eng[0].Stats().CellsReposted
+	c.eng = [2]*cell.Engine{}
+	c.gen = (c.gen + 1) & 0x7fff
+	d.free = append(d.free, ci)
+}
+
+// send starts flow i: its range goes to the sender's engine.
+func (d *cellDriver) send(i int32) {
+	ci := d.connOf[i]
+	if ci < 0 {
+		d.open(i)
+		ci = d.connOf[i]
+	}
+	c := &d.conns[ci]
+	c.sent = true
+	fl := &d.s.flows[i]
+	_ = c.eng[0].Send(d.s.now, cell.SendRange{Tag: uint64(i), Addr: uint64(i+1) << 32, LKey: 1, Len: fl.Size})
+	d.drain(ci, 0)
+}
+
+// drain acts on an engine's Ready in its documented order. Engine inputs
+// it leads to (more sends, more receives) come after, as new inputs.
+func (d *cellDriver) drain(ci, end int32) {
+	s := d.s
+	c := &d.conns[ci]
+	rd := c.eng[end].Ready()
+	for _, r := range rd.Resets {
+		d.reset(ci, int32(r.Path), end)
+	}
+	for _, p := range rd.Posts {
+		var n int64
+		for wr := p.WR; wr != nil; wr = wr.Next {
+			for _, sg := range wr.SGL {
+				n += int64(sg.Length)
+			}
+		}
+		s.post(c.qp[2*p.Path+int(end)], msg{kind: mCell, bytes: max(n, 1), imm: p.Cell})
+	}
+	for _, t := range rd.Tokens {
+		s.post(c.qp[2*t.Path+int(end)], msg{kind: mToken, bytes: cell.TokenSize, tok: t.Token})
+	}
+	for _, g := range rd.Grants {
+		s.post(c.qp[2*g.Path+int(end)], msg{kind: mGrant, bytes: cell.GrantSize, grant: g.Grant})
+	}
+	for _, f := range rd.Finals {
+		s.post(c.qp[2*f.Path+int(end)], msg{kind: mFinal, bytes: cell.FinalSize, fin: f.Final})
+	}
+	for _, ev := range rd.Events {
+		if ev.Kind == cell.Sent && ev.Err == nil {
+			s.flowDone(int32(ev.Tag))
+		}
+		c.done[end] = true
+	}
+	if c.done[0] && c.done[1] {
+		d.close(ci)
+		return
+	}
+	if dl := rd.Deadline; dl != 0 && (c.tickAt[end] == 0 || dl < c.tickAt[end]) {
+		dl = max(dl, s.now)
+		c.tickAt[end] = dl
+		s.ev.push(dl, evTick, ci*2+end, c.gen)
+	}
+}
+
+// deliver feeds a message that landed at the responder of QP q.
+func (d *cellDriver) deliver(q *qp, m *msg) {
+	s := d.s
+	ci, end, path := q.conn, int32(1-q.end), int(q.path)
+	if ci < 0 {
+		return
+	}
+	e := d.conns[ci].eng[end]
+	switch m.kind {
+	case mCell:
+		_ = e.Completion(s.now, path, verbs.WC{Status: verbs.StatusSuccess, Opcode: verbs.OpRecvWriteImm,
+			Flags: verbs.WCWithImm, ByteLen: uint32(min(m.bytes, int64(s.cfg.MTU))), Imm: m.imm})
+	case mToken:
+		e.Token(s.now, m.tok)
+	case mGrant:
+		e.Grant(s.now, m.grant)
+	case mFinal:
+		e.Final(s.now, m.fin)
+	}
+	d.drain(ci, end)
+}
+
+// reset takes path p of connection ci through a QP reset, started by
+// end: both directions flush now (their packets in flight are ignored on
+// arrival), the peer's engine hears after errDelay, and both come back
+// after QPReset.
+func (d *cellDriver) reset(ci, p, end int32) {
+	s := d.s
+	c := &d.conns[ci]
+	if c.resetting[p] {
+		return
+	}
+	c.resetting[p] = true
+	s.st.PathResets++
+	for k := range 2 {
+		q := &s.qps[c.qp[2*int(p)+k]]
+		q.dead = true
+		q.epoch++
+		q.msgs.head, q.msgs.tail, q.sndMsg = 0, 0, 0
+		q.total, q.sndNxt, q.sndUna, q.rcvNxt = 0, 0, 0, 0
+	}
+	s.ev.push(s.now+d.errDelay, evPathDown, ci, c.gen<<16|(2*p+(1-end)))
+	s.ev.push(s.now+s.cfg.QPReset, evPathUp, ci, c.gen<<16|p)
+}
+
+// event handles the driver's own events.
+func (d *cellDriver) event(e *event) {
+	s := d.s
+	if e.kind == evRecvPost {
+		if d.connOf[e.a] < 0 && s.flows[e.a].Finish == 0 {
+			d.open(e.a)
+		}
+		return
+	}
+	if e.kind == evTick {
+		ci, end := e.a/2, e.a%2
+		c := &d.conns[ci]
+		if c.gen != e.b || c.tickAt[end] != e.at {
+			return
+		}
+		c.tickAt[end] = 0
+		c.eng[end].Tick(s.now)
+		d.drain(ci, end)
+		return
+	}
+	ci := e.a
+	c := &d.conns[ci]
+	if c.gen&0x7fff != e.b>>16 {
+		return // the connection is gone
+	}
+	switch e.kind {
+	case evPathDown:
+		p, end := (e.b&0xffff)/2, (e.b&0xffff)%2
+		_ = c.eng[end].PathFailed(s.now, int(p), errPeerReset)
+		d.drain(ci, end)
+	case evPathUp:
+		p := e.b & 0xffff
+		c.resetting[p] = false
+		for k := range 2 {
+			q := &s.qps[c.qp[2*int(p)+k]]
+			q.dead = false
+			q.dc.init(s.cfg.Gbps)
+		}
+		for end := range int32(2) {
+			if c.eng[end] == nil {
+				return
+			}
+			_ = c.eng[end].PathReset(s.now, int(p))
+			d.drain(ci, end)
+		}
+	}
+}
+
+func (d *cellDriver) stats(st *Stats) {
+	for i := range d.conns {
+		if e := d.conns[i].eng[0]; e != nil {
+			st.CellsReposted += e.Stats().CellsReposted
+		}
+	}
+}

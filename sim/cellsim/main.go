@@ -1,0 +1,124 @@
+// Command cellsim runs the packet-level simulator of package sim: a sweep
+// of schemes × workloads × loads × seeds, in parallel, writing a CSV of
+// FCT slowdowns and, with -plot, Figure-5-style PNGs.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rdmacell/rdmacell/sim"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "cellsim:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		topo      = flag.String("topo", "fattree", "fattree or leafspine")
+		k         = flag.Int("k", 8, "fat-tree K")
+		leaves    = flag.Int("leaves", 8, "leaf-spine: leaves")
+		spines    = flag.Int("spines", 8, "leaf-spine: spines")
+		hpl       = flag.Int("hosts-per-leaf", 8, "leaf-spine: hosts per leaf")
+		schemes   = flag.String("schemes", strings.Join(sim.Schemes, ","), "comma-separated schemes")
+		workloads = flag.String("workloads", "", "comma-separated workload CDF files (size bytes, cumulative percent)")
+		loads     = flag.String("loads", "0.2,0.4,0.6,0.8", "comma-separated loads in (0,1]")
+		seeds     = flag.Int("seeds", 1, "seeds per point (1..n)")
+		duration  = flag.Duration("duration", 20*time.Millisecond, "arrivals window (simulated)")
+		warmup    = flag.Duration("warmup", 5*time.Millisecond, "flows starting earlier are not counted")
+		jobs      = flag.Int("j", runtime.NumCPU(), "simulations run in parallel")
+		out       = flag.String("out", ".", "directory for results.csv and plots")
+		doPlot    = flag.Bool("plot", true, "write fig5-*.png")
+		paths     = flag.Int("paths", 4, "RDMACell: QPs per connection")
+		cellBDP   = flag.Float64("cell-bdp", 1.5, "RDMACell: flowcell size in BDPs (0: the engine's adaptive sizing)")
+		qpReset   = flag.Duration("qp-reset", 100*time.Microsecond, "RDMACell: QP reset latency")
+		noDCQCN   = flag.Bool("no-dcqcn", false, "disable DCQCN")
+		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile here")
+	)
+	flag.Parse()
+	if *workloads == "" {
+		return fmt.Errorf("-workloads is required")
+	}
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			return fmt.Errorf("cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	base := sim.Config{
+		Topology: sim.Topology{Kind: *topo, K: *k, Leaves: *leaves, Spines: *spines, HostsPerLeaf: *hpl},
+		Duration: duration.Nanoseconds(), Warmup: warmup.Nanoseconds(),
+		Paths: *paths, CellBDP: *cellBDP, QPReset: qpReset.Nanoseconds(), NoDCQCN: *noDCQCN,
+	}
+	if *cellBDP == 0 {
+		base.CellBDP = -1
+	}
+	var wls []*sim.Workload
+	for _, p := range strings.Split(*workloads, ",") {
+		w, err := sim.LoadWorkload(p)
+		if err != nil {
+			return err
+		}
+		wls = append(wls, w)
+	}
+	var ls []float64
+	for _, s := range strings.Split(*loads, ",") {
+		l, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("-loads: %q: %w", s, err)
+		}
+		ls = append(ls, l)
+	}
+	var js []sim.Job
+	for _, w := range wls {
+		for _, l := range ls {
+			for _, sc := range strings.Split(*schemes, ",") {
+				for seed := 1; seed <= *seeds; seed++ {
+					js = append(js, sim.Job{Scheme: sc, Workload: w, Load: l, Seed: uint64(seed)})
+				}
+			}
+		}
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("-out: %w", err)
+	}
+	rows := sim.Sweep(base, js, *jobs, os.Stderr)
+	f, err := os.Create(filepath.Join(*out, "results.csv"))
+	if err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	if err := sim.WriteCSV(f, rows); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	for _, r := range rows {
+		if r.Err != nil {
+			fmt.Fprintf(os.Stderr, "%s %s %.2f: %v\n", r.Scheme, r.Workload.Name, r.Load, r.Err)
+		}
+	}
+	if *doPlot {
+		if _, err := sim.PlotFig5(rows, *out); err != nil {
+			return err
+		}
+	}
+	return nil
+}

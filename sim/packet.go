@@ -1,0 +1,102 @@
+package sim
+
+// pktKind is what a packet carries.
+type pktKind uint8
+
+const (
+	pkData     pktKind = iota // a payload packet of a QP
+	pkAck                     // cumulative acknowledgement (ack = next expected)
+	pkNack                    // Go-Back-N request (ack = first missing)
+	pkProbe                   // HULA probe (a = origin ToR, b = utilization)
+	pkCWReply                 // ConWeave RTT reply, destination ToR to source ToR
+	pkCWClear                 // ConWeave: reordering of an epoch is over
+	pkCWNotify                // ConWeave: a path saw ECN (a = path)
+)
+
+// Packet flags.
+const (
+	flECN    uint8 = 1 << iota // congestion experienced, set by a switch
+	flCNP                      // on an ACK/NACK: the sender's rate should drop
+	flLast                     // the last packet of a message
+	flInit                     // ConWeave: RTT request (first packet of an epoch)
+	flTail                     // ConWeave: last packet on the old path
+	flPhase1                   // ConWeave: sent on the new path of its epoch
+)
+
+// packet is one frame on the wire. Everything a scheme needs rides in it
+// as plain fields; packets live in a pool and are named by index.
+type packet struct {
+	at     int64 // ConWeave: when the source ToR forwarded it
+	qp     int32 // the QP it belongs to (data, ack, nack, ConWeave control)
+	seq    int32 // data: packet sequence number; ack/nack: cumulative
+	msg    int64 // data: absolute index of its message in the QP's queue
+	src    int32 // source host, or -1 for a switch's control packet
+	dst    int32 // destination host, or -1
+	dstTor int32 // switch the packet is routed to
+	srcTor int32
+	path   int32 // source route (CONGA/LetFlow/ConWeave), -1 for ECMP
+	rem    int32 // what is left of path to consume at the next choices
+	a, b   int32 // scheme fields (probe origin/util, CONGA feedback)
+	size   int32 // bytes on the wire
+	pay    int32 // payload bytes
+	epoch  int32 // QP incarnation (resets) or ConWeave epoch
+	sport  uint16
+	dport  uint16
+	kind   pktKind
+	flags  uint8
+	ce     uint8 // CONGA: path congestion so far
+	fbCE   uint8 // CONGA: piggybacked feedback metric
+	fbPath int32 // CONGA: piggybacked feedback path, -1 none
+	cwEp   int32 // ConWeave epoch of the flow
+	up     bool  // still climbing the tree
+}
+
+// pool recycles packets: a free list of indices into one slice.
+type pool struct {
+	p    []packet
+	free []int32
+	live int
+}
+
+func (pl *pool) get() int32 {
+	pl.live++
+	if n := len(pl.free); n > 0 {
+		i := pl.free[n-1]
+		pl.free = pl.free[:n-1]
+		pl.p[i] = packet{path: -1, fbPath: -1}
+		return i
+	}
+	pl.p = append(pl.p, packet{path: -1, fbPath: -1})
+	return int32(len(pl.p) - 1)
+}
+
+func (pl *pool) put(i int32) {
+	pl.live--
+	pl.free = append(pl.free, i)
+}
+
+// ring is a FIFO of packet indices that grows as needed.
+type ring struct {
+	buf        []int32
+	head, size int
+}
+
+func (r *ring) push(x int32) {
+	if r.size == len(r.buf) {
+		n := max(16, 2*len(r.buf))
+		nb := make([]int32, n)
+		for i := 0; i < r.size; i++ {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = x
+	r.size++
+}
+
+func (r *ring) pop() int32 {
+	x := r.buf[r.head]
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return x
+}

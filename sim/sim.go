@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// Flow is one message from Src to Dst of Size bytes, starting at Start.
+// Run fills Finish (0 if it never completed).
+type Flow struct {
+	Src, Dst int32
+	Size     int64
+	Start    int64
+	Finish   int64
+	qp       int32
+}
+
+// Sim is one run. Build it with New, then Run.
+type Sim struct {
+	cfg   Config
+	now   int64
+	ev    eventHeap
+	rng   rng
+	pl    pool
+	f     *fabric
+	hosts []host
+	qps   []qp
+	freeQ []int32
+	flows []Flow
+
+	lb     balancer
+	cells  *cellDriver
+	hula   *hula
+	stopAt int64
+	left   int // flows not finished
+
+	st Stats
+}
+
+// Stats counts what happened in a run.
+type Stats struct {
+	Events                uint64
+	DataPkts, CtrlPkts    uint64
+	Drops, DropBytes      uint64
+	Timeouts, Nacks       uint64
+	BytesSent, BytesAcked int64
+	Retransmits           uint64
+	Reordered             uint64 // ConWeave: packets held at the destination ToR
+	PathResets            uint64 // RDMACell: QPs given up and reset
+	CellsReposted         uint64
+	MaxQueue              int64
+	Wall                  time.Duration
+	SimTime               int64
+	Unfinished            int
+}
+
+// New builds a run from cfg (after Defaults).
+func New(cfg Config) (*Sim, error) {
+	cfg.Defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	f, err := buildFabric(cfg.Topology, cfg.Gbps, cfg.LinkDelay)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	s := &Sim{cfg: cfg, f: f, rng: newRNG(cfg.Seed), hosts: make([]host, f.hosts)}
+	if cfg.Flows != nil {
+		s.flows = append([]Flow(nil), cfg.Flows...)
+	} else {
+		s.flows = cfg.Workload.Generate(f.hosts, cfg.Load, cfg.Gbps, cfg.Duration, cfg.Seed)
+	}
+	for i := range s.flows {
+		fl := &s.flows[i]
+		if fl.Src == fl.Dst || fl.Src < 0 || fl.Dst < 0 || int(fl.Src) >= f.hosts || int(fl.Dst) >= f.hosts || fl.Size < 1 {
+			return nil, fmt.Errorf("sim: flow %d: %d → %d of %d bytes: want distinct hosts in 0..%d and size >= 1", i, fl.Src, fl.Dst, fl.Size, f.hosts-1)
+		}
+		fl.Finish, fl.qp = 0, -1
+	}
+	s.left = len(s.flows)
+	s.lb = newBalancer(s)
+	if cfg.rdmacell() {
+		d, err := newCellDriver(s)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		s.cells = d
+	}
+	for i := range s.flows {
+		s.ev.push(s.flows[i].Start, evFlowStart, int32(i), 0)
+		if s.cells != nil {
+			s.ev.push(max(0, s.flows[i].Start-cfg.RecvLead), evRecvPost, int32(i), 0)
+		}
+	}
+	return s, nil
+}
+
+// Run simulates until every flow is done or the time limit.
+func (s *Sim) Run() {
+	t0 := time.Now()
+	s.stopAt = s.cfg.Duration + s.cfg.Drain
+	for s.ev.len() > 0 && s.left > 0 {
+		e := s.ev.pop()
+		if e.at > s.stopAt {
+			break
+		}
+		s.now = e.at
+		s.st.Events++
+		s.dispatch(&e)
+	}
+	s.st.Wall = time.Since(t0)
+	s.st.SimTime = s.now
+	s.st.Unfinished = s.left
+	for i := range s.f.ports {
+		s.st.MaxQueue = max(s.st.MaxQueue, s.f.ports[i].maxQ)
+	}
+	if s.cells != nil {
+		s.cells.stats(&s.st)
+	}
+}
+
+func (s *Sim) dispatch(e *event) {
+	switch e.kind {
+	case evTxDone:
+		s.txStart(e.a)
+	case evArrive:
+		s.arrive(e.a, e.b)
+	case evNicWake:
+		h := &s.hosts[e.a]
+		h.wakeAt = 0
+		pi := s.f.nodes[e.a].ports[0]
+		if !s.f.ports[pi].busy {
+			s.txStart(pi)
+		}
+	case evRTO:
+		s.rto(e.a)
+	case evFlowStart:
+		s.startFlow(e.a)
+	case evRecvPost, evTick, evPathDown, evPathUp:
+		s.cells.event(e)
+	case evProbe:
+		s.hula.originate(e.a)
+	case evFlush:
+		s.lb.(*conweave).flushTimer(e.a, e.b)
+	}
+}
+
+// Flows returns the run's flows with their finish times.
+func (s *Sim) Flows() []Flow { return s.flows }
+
+// Stats returns the run's counters.
+func (s *Sim) Stats() Stats { return s.st }
+
+// Hosts is the number of hosts of the fabric.
+func (s *Sim) Hosts() int { return s.f.hosts }
+
+// flowDone records a flow's completion.
+func (s *Sim) flowDone(i int32) {
+	if s.flows[i].Finish == 0 {
+		s.flows[i].Finish = max(s.now, s.flows[i].Start+1)
+		s.left--
+	}
+}

@@ -1,0 +1,127 @@
+package sim
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Job is one point of a sweep.
+type Job struct {
+	Scheme   string
+	Workload *Workload
+	Load     float64
+	Seed     uint64
+}
+
+// Row is a finished job with its result.
+type Row struct {
+	Job
+	Result
+	Err error
+}
+
+// Sweep runs every job on base (with the job's scheme, workload, load and
+// seed), parallel at a time, and returns the rows in job order. Progress,
+// if not nil, gets a one-line progress bar redrawn as jobs finish.
+func Sweep(base Config, jobs []Job, parallel int, progress io.Writer) []Row {
+	rows := make([]Row, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done, t0 := 0, time.Now()
+	for range max(1, parallel) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				cfg := base
+				cfg.Scheme, cfg.Workload, cfg.Load, cfg.Seed = j.Scheme, j.Workload, j.Load, j.Seed
+				rows[i] = Row{Job: j}
+				s, err := New(cfg)
+				if err != nil {
+					rows[i].Err = err
+				} else {
+					s.Run()
+					rows[i].Result = s.Result()
+				}
+				mu.Lock()
+				done++
+				if progress != nil {
+					bar(progress, done, len(jobs), time.Since(t0), j)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if progress != nil {
+		fmt.Fprintln(progress)
+	}
+	return rows
+}
+
+// bar draws "[#####.....] done/total elapsed, ETA, last job".
+func bar(w io.Writer, done, total int, el time.Duration, j Job) {
+	const width = 30
+	n := done * width / total
+	b := make([]byte, width)
+	for i := range b {
+		b[i] = '.'
+		if i < n {
+			b[i] = '#'
+		}
+	}
+	eta := time.Duration(float64(el) / float64(done) * float64(total-done))
+	fmt.Fprintf(w, "\r[%s] %d/%d %s elapsed, ETA %s (%s %s %.0f%%)   ", b, done, total,
+		el.Round(time.Second), eta.Round(time.Second), j.Scheme, j.Workload.Name, 100*j.Load)
+}
+
+// CSVHeader names the columns WriteCSV writes.
+var CSVHeader = []string{"scheme", "workload", "load", "seed", "flows", "unfinished",
+	"avg", "p50", "p95", "p99", "p999", "small_avg", "small_p99", "large_avg", "large_p99",
+	"goodput_gbps", "drops", "timeouts", "nacks", "reordered", "path_resets", "cells_reposted",
+	"max_queue_bytes", "events", "wall_s", "events_per_s", "error"}
+
+// WriteCSV writes rows as CSV with a header.
+func WriteCSV(w io.Writer, rows []Row) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return fmt.Errorf("csv: %w", err)
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
+	for _, r := range rows {
+		st := r.Stats
+		eps := 0.0
+		if st.Wall > 0 {
+			eps = float64(st.Events) / st.Wall.Seconds()
+		}
+		errs := ""
+		if r.Err != nil {
+			errs = r.Err.Error()
+		}
+		rec := []string{r.Scheme, r.Workload.Name, f(r.Load), strconv.FormatUint(r.Seed, 10),
+			strconv.Itoa(r.All.Flows), strconv.Itoa(r.Unfinished),
+			f(r.All.Avg), f(r.All.P50), f(r.All.P95), f(r.All.P99), f(r.All.P999),
+			f(r.Small.Avg), f(r.Small.P99), f(r.Large.Avg), f(r.Large.P99), f(r.Goodput),
+			strconv.FormatUint(st.Drops, 10), strconv.FormatUint(st.Timeouts, 10), strconv.FormatUint(st.Nacks, 10),
+			strconv.FormatUint(st.Reordered, 10), strconv.FormatUint(st.PathResets, 10), strconv.FormatUint(st.CellsReposted, 10),
+			strconv.FormatInt(st.MaxQueue, 10), strconv.FormatUint(st.Events, 10), f(st.Wall.Seconds()), f(eps), errs}
+		if err := cw.Write(rec); err != nil {
+			return fmt.Errorf("csv: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("csv: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package sim
+
+// The switch model: store-and-forward, a strict-priority control queue
+// and a FIFO data queue per egress port, one shared buffer per switch
+// with a dynamic threshold (α = 1: a queue may take what is still free),
+// RED-style ECN marking at dequeue, and per-switch-seeded ECMP.
+
+// enqueue puts a packet on an egress port, dropping data that the shared
+// buffer cannot take.
+func (s *Sim) enqueue(pi int32, pk int32) {
+	pt := &s.f.ports[pi]
+	p := &s.pl.p[pk]
+	if p.kind != pkData {
+		pt.ctrl.push(pk)
+	} else {
+		nd := &s.f.nodes[pt.node]
+		if nd.tier != 0 {
+			total := s.cfg.BufferPerPort * int64(len(nd.ports))
+			sz := int64(p.size)
+			if nd.used+sz > total || pt.qbytes+sz > total-nd.used {
+				s.st.Drops++
+				s.st.DropBytes += uint64(p.pay)
+				s.pl.put(pk)
+				return
+			}
+			nd.used += sz
+		}
+		pt.qbytes += int64(p.size)
+		pt.maxQ = max(pt.maxQ, pt.qbytes)
+		pt.data.push(pk)
+	}
+	if !pt.busy {
+		s.txStart(pi)
+	}
+}
+
+// txStart puts the next packet of port pi on the wire, if any: control
+// first, then data; a host port with no data queued asks its NIC.
+func (s *Sim) txStart(pi int32) {
+	pt := &s.f.ports[pi]
+	pk := int32(-1)
+	switch {
+	case pt.ctrl.size > 0:
+		pk = pt.ctrl.pop()
+	case pt.data.size > 0:
+		pk = pt.data.pop()
+		p := &s.pl.p[pk]
+		pt.qbytes -= int64(p.size)
+		nd := &s.f.nodes[pt.node]
+		if nd.tier != 0 {
+			nd.used -= int64(p.size)
+			s.markECN(pt, p)
+		}
+	case s.f.nodes[pt.node].tier == 0:
+		pk = s.nicPull(pt.node)
+	}
+	if pk < 0 {
+		pt.busy = false
+		return
+	}
+	pt.busy = true
+	p := &s.pl.p[pk]
+	ps := int64(p.size)*pt.psPerByte + pt.rem
+	ns := ps / 1000
+	pt.rem = ps % 1000
+	pt.txBytes += int64(p.size)
+	if s.lb != nil {
+		s.lb.onTx(pt, p)
+	}
+	s.ev.push(s.now+ns, evTxDone, pi, 0)
+	s.ev.push(s.now+ns+pt.delay, evArrive, pk, pt.peerPort)
+}
+
+// markECN marks a departing data packet by its queue's length.
+func (s *Sim) markECN(pt *port, p *packet) {
+	q := pt.qbytes
+	if q <= s.cfg.Kmin {
+		return
+	}
+	if q >= s.cfg.Kmax || s.rng.float() < float64(q-s.cfg.Kmin)/float64(s.cfg.Kmax-s.cfg.Kmin)*s.cfg.Pmax {
+		p.flags |= flECN
+	}
+}
+
+// arrive lands packet pk at the node owning port in.
+func (s *Sim) arrive(pk, in int32) {
+	n := s.f.ports[in].node
+	if s.f.nodes[n].tier == 0 {
+		s.hostRecv(n, pk)
+		return
+	}
+	s.forward(n, pk, in)
+}
+
+// forward routes a packet through switch sw.
+func (s *Sim) forward(sw, pk, in int32) {
+	p := &s.pl.p[pk]
+	if p.kind == pkProbe {
+		s.hula.recv(sw, pk, in)
+		return
+	}
+	var out int32
+	if p.dstTor == sw {
+		if p.dst < 0 {
+			s.lb.(*conweave).control(sw, pk)
+			return
+		}
+		if p.kind == pkData && !s.lb.atDstTor(sw, pk) {
+			return // held for reordering
+		}
+		p = &s.pl.p[pk]
+		out = s.f.hostPort[p.dst]
+	} else {
+		if p.kind == pkData && p.srcTor == sw && s.f.ports[in].peer == p.src {
+			s.lb.atSrcTor(sw, pk)
+			p = &s.pl.p[pk] // the hook may have grown the pool
+		}
+		hops := s.f.next(sw, s.f.torIx[p.dstTor])
+		switch {
+		case len(hops) == 1:
+			out = hops[0]
+		case p.kind == pkData && p.path >= 0:
+			n := int32(len(hops))
+			out = hops[p.rem%n]
+			p.rem /= n
+		case p.kind == pkData && s.hula != nil:
+			out = s.hula.choose(sw, p, hops)
+		default:
+			out = hops[s.ecmp(sw, p)%uint32(len(hops))]
+		}
+	}
+	s.lb.onForward(sw, out, p)
+	s.enqueue(out, pk)
+}
+
+// ecmp hashes a packet's 5-tuple with the switch's seed.
+func (s *Sim) ecmp(sw int32, p *packet) uint32 {
+	src, dst := p.src, p.dst
+	if src < 0 {
+		src, dst = p.srcTor, p.dstTor
+	}
+	return hash32(s.f.nodes[sw].seed, src, dst, p.sport, p.dport)
+}
