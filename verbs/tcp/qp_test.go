@@ -260,3 +260,38 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, round)
 	require.Zero(t, allocs, "allocations per round of 3 requests")
 }
+
+// TestFlushedRequestNeverLands flushes a WRITE_WITH_IMM that waits at the
+// responder for a receive, then posts one there: the flushed request must
+// not consume it, nor place its bytes, although they sit in the
+// responder's socket.
+func TestFlushedRequestNeverLands(t *testing.T) {
+	e := newEnv(t)
+	a, b, pa, pb := e.pair(verbs.QPConfig{RNRRetry: 7})
+	src := e.region(pa, 4096, verbs.AccessLocalWrite)
+	dst := e.region(pb, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	pattern(src.Bytes(), 1)
+	setAll(dst.Bytes(), 0xee)
+	_, err := a.PostSend(writeWR(1, verbs.OpWriteImm, src, 0, 64, dst, 0))
+	require.NoError(t, err)
+	waitFor(t, "the responder's RNR notice", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.rnrWait
+	})
+	require.NoError(t, a.Modify(verbs.StateErr, nil))
+	require.Equal(t, verbs.StatusWRFlush, waitWCs(t, a.send, 1)[0].Status)
+	b.mu.Lock()
+	l := b.link
+	b.mu.Unlock()
+	require.NotNil(t, l)
+	waitFor(t, "the requester's close to reach the responder", l.rd.peerGone)
+
+	_, err = b.PostRecv(&verbs.RecvWR{ID: 5})
+	require.NoError(t, err)
+	waitFor(t, "the responder to drop the connection", func() bool { return b.Err() != nil })
+	require.ErrorIs(t, b.Err(), ErrConnLost)
+	require.NoError(t, b.Modify(verbs.StateErr, nil))
+	require.Equal(t, verbs.WC{ID: 5, Status: verbs.StatusWRFlush, Opcode: verbs.OpRecv, QPN: b.Num()}, waitWCs(t, b.recv, 1)[0])
+	requireAll(t, dst.Bytes(), 0xee, "target of the flushed request")
+}

@@ -29,6 +29,9 @@ type reader struct {
 	n    int
 	err  error
 	fn   func(fd uintptr) bool
+
+	gone   bool
+	goneFn func(fd uintptr)
 }
 
 func (r *reader) init(conn net.Conn) {
@@ -39,6 +42,7 @@ func (r *reader) init(conn net.Conn) {
 		}
 	}
 	r.fn = r.readvFD
+	r.goneFn = r.goneFD
 }
 
 // readHeader reads the next frame header into hdr.
@@ -142,4 +146,24 @@ func (r *reader) pending() bool {
 		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
 	})
 	return n > 0
+}
+
+// peerGone reports whether the peer has closed or reset the connection,
+// even if bytes it sent before wait unread.
+func (r *reader) peerGone() bool {
+	if r.raw == nil {
+		return false
+	}
+	r.gone = false
+	if err := r.raw.Control(r.goneFn); err != nil {
+		return true
+	}
+	return r.gone
+}
+
+func (r *reader) goneFD(fd uintptr) {
+	fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+	if n, err := unix.Poll(fds[:], 0); err == nil && n > 0 {
+		r.gone = fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+	}
 }

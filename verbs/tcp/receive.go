@@ -240,6 +240,14 @@ func (l *link) takeRecv(h *header) bool {
 	forever := l.rnrRetry == 7
 	var deadline time.Time
 	for first := true; ; first = false {
+		// A requester that gave up while we waited has flushed the
+		// request: its bytes are still in our socket, but executing them
+		// now, into a receive posted after the flush, would be a late
+		// copy. An RNIC would simply never see the request again.
+		if !first && l.rd.peerGone() {
+			l.qp.connLost(l, fmt.Errorf("%w: qp %d: %s closed the connection while psn %d waited for a receive", ErrConnLost, q.qpn, l.peer, h.psn))
+			return false
+		}
 		q.mu.Lock()
 		if l.dead.Load() {
 			q.mu.Unlock()
