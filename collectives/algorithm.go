@@ -1,0 +1,164 @@
+package collectives
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Algorithm names a collective algorithm.
+type Algorithm uint8
+
+// The algorithms. Each collective implements some of them:
+//
+//	AllReduce              Ring, RecursiveDoubling, HalvingDoubling
+//	AllGather, AllGatherV  Ring, RecursiveDoubling
+//	ReduceScatter          Ring, HalvingDoubling
+//	Broadcast, Reduce      Chain, Tree
+//	AllToAll, AllToAllV    Pairwise
+//	Barrier                Dissemination
+//
+// Every algorithm handles every world size; the ones built on powers of
+// two first fold the surplus ranks into partners.
+const (
+	// Auto chooses by message size and world size (see choose).
+	Auto Algorithm = iota
+	// Ring: reduce-scatter then all-gather around a ring, pipelined in
+	// chunks; bandwidth-optimal, 2(n-1) latency steps.
+	Ring
+	// RecursiveDoubling: log2(n) exchanges of the whole buffer; for
+	// small messages.
+	RecursiveDoubling
+	// HalvingDoubling: Rabenseifner's recursive-halving reduce-scatter
+	// and recursive-doubling all-gather; for medium messages.
+	HalvingDoubling
+	// Pairwise: n-1 steps, each sending to rank+s and receiving from
+	// rank-s.
+	Pairwise
+	// Chain: a pipeline from the root along the ranks, in chunks; for
+	// large broadcasts and reductions.
+	Chain
+	// Tree: a binomial tree rooted at the root; for small ones.
+	Tree
+	// Dissemination: log2(n) rounds, each to rank+2^k.
+	Dissemination
+)
+
+var algoNames = [...]string{"auto", "ring", "recursive-doubling", "halving-doubling", "pairwise", "chain", "tree", "dissemination"}
+
+// String returns the algorithm's name as ParseAlgorithm accepts it.
+func (a Algorithm) String() string {
+	if int(a) < len(algoNames) {
+		return algoNames[a]
+	}
+	return "algorithm(" + itoa(int(a)) + ")"
+}
+
+// ParseAlgorithm parses an algorithm name (case-insensitive; "" is
+// Auto). The error wraps ErrUnknownAlgorithm.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if t == "" {
+		return Auto, nil
+	}
+	for i, n := range algoNames {
+		if n == t {
+			return Algorithm(i), nil
+		}
+	}
+	return Auto, fmt.Errorf("%w %q: want one of %s", ErrUnknownAlgorithm, s, strings.Join(algoNames[:], ", "))
+}
+
+// kind is the collective an operation is.
+type kind uint8
+
+const (
+	kAllReduce kind = iota + 1
+	kAllGather
+	kAllGatherV
+	kReduceScatter
+	kAllToAll
+	kAllToAllV
+	kBroadcast
+	kReduce
+	kBarrier
+)
+
+var kindNames = [...]string{"none", "AllReduce", "AllGather", "AllGatherV", "ReduceScatter", "AllToAll", "AllToAllV", "Broadcast", "Reduce", "Barrier"}
+
+func (k kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "collective(" + itoa(int(k)) + ")"
+}
+
+func (k kind) reduces() bool { return k == kAllReduce || k == kReduceScatter || k == kReduce }
+
+func (k kind) rooted() bool { return k == kBroadcast || k == kReduce }
+
+// implements reports whether collective k has algorithm a.
+func (k kind) implements(a Algorithm) bool {
+	switch k {
+	case kAllReduce:
+		return a == Ring || a == RecursiveDoubling || a == HalvingDoubling
+	case kAllGather, kAllGatherV:
+		return a == Ring || a == RecursiveDoubling
+	case kReduceScatter:
+		return a == Ring || a == HalvingDoubling
+	case kBroadcast, kReduce:
+		return a == Chain || a == Tree
+	case kAllToAll, kAllToAllV:
+		return a == Pairwise
+	case kBarrier:
+		return a == Dissemination
+	}
+	return false
+}
+
+// Size thresholds of the automatic choice, in bytes. Latency-bound
+// algorithms win while a message is small compared with what a ring moves
+// per step, so the ring thresholds grow with the world size.
+const (
+	smallAllReduce     = 32 << 10  // below: recursive doubling
+	ringPerRank        = 128 << 10 // ring from n × this on
+	smallAllGather     = 32 << 10  // per rank; below: recursive doubling
+	smallReduceScatter = 64 << 10  // per rank; below: halving-doubling
+	smallRooted        = 64 << 10  // below: tree; from it on: chain
+)
+
+// choose picks the algorithm for collective k moving bytes (the whole
+// vector: AllReduce's, AllGather's output, ReduceScatter's input, the
+// root's buffer) over n ranks, honouring forced when k implements it.
+func choose(k kind, forced Algorithm, n, bytes int) Algorithm {
+	if forced != Auto && k.implements(forced) {
+		return forced
+	}
+	switch k {
+	case kAllReduce:
+		switch {
+		case bytes < smallAllReduce:
+			return RecursiveDoubling
+		case bytes < n*ringPerRank:
+			return HalvingDoubling
+		}
+		return Ring
+	case kAllGather, kAllGatherV:
+		if bytes < n*smallAllGather {
+			return RecursiveDoubling
+		}
+		return Ring
+	case kReduceScatter:
+		if bytes < n*smallReduceScatter {
+			return HalvingDoubling
+		}
+		return Ring
+	case kBroadcast, kReduce:
+		if bytes < smallRooted {
+			return Tree
+		}
+		return Chain
+	case kAllToAll, kAllToAllV:
+		return Pairwise
+	}
+	return Dissemination
+}

@@ -1,0 +1,121 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+)
+
+// operation is one issued collective: its arguments as bytes, and its
+// result. Operations are recycled through the group's free list, so a
+// blocking call allocates nothing in steady state.
+type operation struct {
+	group *Group
+	ctx   context.Context
+	kind  kind
+	dt    dtype
+	rop   Op
+	red   *reducer
+	algo  Algorithm
+	root  int
+	count int // the count of the fingerprint
+	send  []byte
+	recv  []byte
+	// counts, counts2: AllGatherV's counts; AllToAllV's send and receive
+	// counts, in elements.
+	counts, counts2 []int
+	inPlace         bool
+	seq             uint64
+
+	err   error
+	state atomic.Uint32
+	gen   atomic.Uint64 // bumped by recycle, so stale Requests are caught
+	done  chan struct{} // receives one token when the operation completes
+}
+
+const (
+	opPending uint32 = iota
+	opDone
+	opAbandoned // the blocking caller gave up; whoever finishes recycles
+)
+
+// finish records the result of an operation run by the worker.
+func (op *operation) finish(g *Group, err error) {
+	op.err = err
+	if op.state.CompareAndSwap(opPending, opDone) {
+		op.done <- struct{}{}
+		return
+	}
+	g.recycle(op)
+}
+
+// await waits for a queued blocking operation. If ctx ends first the
+// operation is abandoned: it still runs (its own context is ctx, so it
+// fails soon) and is recycled by the worker.
+func (op *operation) await(g *Group, ctx context.Context) error {
+	select {
+	case <-op.done:
+	case <-ctx.Done():
+		if op.state.CompareAndSwap(opPending, opAbandoned) {
+			return fmt.Errorf("collectives: rank %d: %s #%d: %w", g.rank, op.kind, op.seq, ctx.Err())
+		}
+		<-op.done
+	}
+	err := op.err
+	g.recycle(op)
+	return err
+}
+
+// Request is a non-blocking collective in flight, returned by the I
+// functions (IAllReduce and so on). Its operation runs in issue order
+// after those issued before it; the context given when it was issued
+// bounds the operation, the one given to Wait only the waiting.
+//
+// Wait takes the result once, after which the Request is spent; Test may
+// be called any number of times before that. A Request is for one
+// goroutine at a time.
+type Request struct {
+	op  *operation
+	gen uint64
+}
+
+// Wait blocks until the operation completes or ctx ends, and returns the
+// operation's error. If ctx ends first the operation goes on, and Wait
+// may be called again.
+func (r Request) Wait(ctx context.Context) error {
+	op, err := r.live()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-op.done:
+	case <-ctx.Done():
+		return fmt.Errorf("collectives: waiting for %s #%d: %w", op.kind, op.seq, ctx.Err())
+	}
+	err = op.err
+	op.group.recycle(op)
+	return err
+}
+
+// Test reports whether the operation has completed and, if so, its error,
+// without blocking.
+func (r Request) Test() (done bool, err error) {
+	op, err := r.live()
+	if err != nil {
+		return true, err
+	}
+	if op.state.Load() != opDone {
+		return false, nil
+	}
+	return true, op.err
+}
+
+func (r Request) live() (*operation, error) {
+	if r.op == nil {
+		return nil, fmt.Errorf("collectives: zero Request: %w", ErrRequestDone)
+	}
+	if r.op.gen.Load() != r.gen {
+		return nil, ErrRequestDone
+	}
+	return r.op, nil
+}
