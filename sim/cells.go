@@ -38,7 +38,11 @@ type conn struct {
 	tickAt    [2]int64
 	resetting []bool
 	sent      bool // the flow was handed to the sender
-	done      [2]bool
+	// active says an end is in its host's round robin, rr which of its
+	// QPs it serves next.
+	active [2]bool
+	rr     [2]int
+	done   [2]bool
 }
 
 // errPeerReset is the cause the peer's engine hears when a path it uses
@@ -99,6 +103,7 @@ func (d *cellDriver) open(fi int32) {
 	c := &d.conns[ci]
 	c.flow, c.gen = fi, (c.gen+1)&0x7fff
 	c.tickAt, c.sent, c.done = [2]int64{}, false, [2]bool{}
+	c.active, c.rr = [2]bool{}, [2]int{}
 	clear(c.resetting)
 	for e := range 2 {
 		eng, err := cell.New(d.engineConfig(fl.Src, fl.Dst, e))
@@ -123,6 +128,40 @@ func (d *cellDriver) open(fi int32) {
 	d.drain(ci, 1)
 	_ = c.eng[1].Recv(s.now, cell.RecvRange{Tag: uint64(fi), Addr: uint64(fi+1) << 32, RKey: 2, Len: fl.Size})
 	d.drain(ci, 1)
+}
+
+// pick serves connection end u (conn·2 + end) at its host's NIC: the
+// next of its QPs, round robin, with data and past its pacing gap. busy
+// says some QP has data (else the end leaves the round robin).
+func (d *cellDriver) pick(u int32, wake *int64) (qi int32, ready, busy bool) {
+	s := d.s
+	ci, end := u/2, int(u%2)
+	c := &d.conns[ci]
+	n := len(c.qp) / 2
+	for k := range n {
+		p := (c.rr[end] + k) % n
+		i := c.qp[2*p+end]
+		q := &s.qps[i]
+		if q.sndNxt >= q.total {
+			continue
+		}
+		busy = true
+		if !s.cfg.NoDCQCN {
+			q.dc.increase(s.now)
+		}
+		if q.nextAvail > s.now {
+			if *wake < 0 || q.nextAvail < *wake {
+				*wake = q.nextAvail
+			}
+			continue
+		}
+		c.rr[end] = (p + 1) % n
+		return i, true, true
+	}
+	if !busy {
+		c.active[end] = false
+	}
+	return -1, false, busy
 }
 
 // close releases a finished flow's connection.

@@ -55,6 +55,12 @@ type Config struct {
 	RecvLead       int64
 	InitialRTT     int64
 	MinSoftTimeout int64
+	// TokenPrio puts the receiver end's QPs (tokens, grants, finals: a
+	// connection carries one direction) in the strict-priority class the
+	// RC ACKs use; each end sets its own QP's traffic class, so this is a
+	// deployment choice, not a protocol change. Off, tokens queue behind
+	// data at every hop.
+	TokenPrio bool
 }
 
 // Defaults fills zero fields with the paper's setting: K=8 fat-tree,
@@ -109,7 +115,7 @@ func (c *Config) Defaults() {
 	}
 	def(&c.BDP, 156_000)
 	def(&c.QPReset, 100_000)
-	def(&c.RecvLead, 100_000)
+	def(&c.RecvLead, 1_000_000)
 	def(&c.InitialRTT, 100_000)
 	def(&c.MinSoftTimeout, 1_000_000)
 }

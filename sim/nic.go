@@ -18,31 +18,41 @@ func (s *Sim) nicPull(h int32) int32 {
 		if ho.rr >= len(ho.active) {
 			ho.rr = 0
 		}
-		i := ho.active[ho.rr]
-		q := &s.qps[i]
-		if q.sndNxt >= q.total {
-			q.active = false
+		x := ho.active[ho.rr]
+		i, ready, busy := x, false, false
+		if x < 0 {
+			i, ready, busy = s.cells.pick(-x-1, &wake)
+		} else {
+			q := &s.qps[i]
+			busy = q.sndNxt < q.total
+			if busy && !s.cfg.NoDCQCN {
+				q.dc.increase(s.now)
+			}
+			if busy && q.nextAvail > s.now {
+				if wake < 0 || q.nextAvail < wake {
+					wake = q.nextAvail
+				}
+			} else {
+				ready = busy
+			}
+			if !busy {
+				q.active = false
+				if q.dead && q.conn < 0 {
+					q.dead = false
+					s.freeQ = append(s.freeQ, i)
+				}
+			}
+		}
+		if !busy {
 			last := len(ho.active) - 1
 			ho.active[ho.rr] = ho.active[last]
 			ho.active = ho.active[:last]
-			if q.dead && q.conn < 0 {
-				q.dead = false
-				s.freeQ = append(s.freeQ, i)
-			}
-			continue
-		}
-		if !s.cfg.NoDCQCN {
-			q.dc.increase(s.now)
-		}
-		if q.nextAvail > s.now {
-			if wake < 0 || q.nextAvail < wake {
-				wake = q.nextAvail
-			}
-			ho.rr++
 			continue
 		}
 		ho.rr++
-		return s.dataPacket(i)
+		if ready {
+			return s.dataPacket(i)
+		}
 	}
 	if wake >= 0 && (ho.wakeAt == 0 || wake < ho.wakeAt) {
 		ho.wakeAt = wake
@@ -74,6 +84,9 @@ func (s *Sim) dataPacket(i int32) int32 {
 	p.sport, p.dport = q.sport, q.dport
 	p.pay, p.size = pay, pay+int32(s.cfg.Header)
 	p.up = true
+	if q.conn >= 0 && q.end == 1 && s.cfg.TokenPrio {
+		p.flags |= flPrio
+	}
 	q.sndNxt++
 	s.st.DataPkts++
 	s.st.BytesSent += int64(pay)

@@ -21,6 +21,7 @@ const (
 	flInit                     // ConWeave: RTT request (first packet of an epoch)
 	flTail                     // ConWeave: last packet on the old path
 	flPhase1                   // ConWeave: sent on the new path of its epoch
+	flPrio                     // data in the control class (RDMACell receiver-end writes)
 )
 
 // packet is one frame on the wire. Everything a scheme needs rides in it

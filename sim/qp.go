@@ -120,7 +120,17 @@ func (s *Sim) post(i int32, m msg) {
 // activate puts QP i in its host's round robin and kicks the port.
 func (s *Sim) activate(i int32) {
 	q := &s.qps[i]
-	if !q.active {
+	if q.conn >= 0 {
+		// An RDMACell connection end competes at the NIC as one flow,
+		// however many QPs it spreads over: it gains no share by opening
+		// paths, as a baseline flow has one QP.
+		c := &s.cells.conns[q.conn]
+		if !c.active[q.end] {
+			c.active[q.end] = true
+			h := &s.hosts[q.src]
+			h.active = append(h.active, -(2*q.conn + int32(q.end) + 1))
+		}
+	} else if !q.active {
 		q.active = true
 		h := &s.hosts[q.src]
 		h.active = append(h.active, i)

@@ -10,7 +10,7 @@ package sim
 func (s *Sim) enqueue(pi int32, pk int32) {
 	pt := &s.f.ports[pi]
 	p := &s.pl.p[pk]
-	if p.kind != pkData {
+	if p.kind != pkData || p.flags&flPrio != 0 {
 		pt.ctrl.push(pk)
 	} else {
 		nd := &s.f.nodes[pt.node]

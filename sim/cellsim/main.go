@@ -43,6 +43,8 @@ func run() error {
 		paths     = flag.Int("paths", 4, "RDMACell: QPs per connection")
 		cellBDP   = flag.Float64("cell-bdp", 1.5, "RDMACell: flowcell size in BDPs (0: the engine's adaptive sizing)")
 		qpReset   = flag.Duration("qp-reset", 100*time.Microsecond, "RDMACell: QP reset latency")
+		recvLead  = flag.Duration("recv-lead", time.Millisecond, "RDMACell: how long before a flow its receiver posts the range")
+		tokenPrio = flag.Bool("token-prio", true, "RDMACell: receiver-end QPs (tokens) in the ACKs' priority class")
 		noDCQCN   = flag.Bool("no-dcqcn", false, "disable DCQCN")
 		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile here")
 	)
@@ -64,7 +66,7 @@ func run() error {
 	base := sim.Config{
 		Topology: sim.Topology{Kind: *topo, K: *k, Leaves: *leaves, Spines: *spines, HostsPerLeaf: *hpl},
 		Duration: duration.Nanoseconds(), Warmup: warmup.Nanoseconds(),
-		Paths: *paths, CellBDP: *cellBDP, QPReset: qpReset.Nanoseconds(), NoDCQCN: *noDCQCN,
+		Paths: *paths, CellBDP: *cellBDP, QPReset: qpReset.Nanoseconds(), RecvLead: recvLead.Nanoseconds(), NoDCQCN: *noDCQCN, TokenPrio: *tokenPrio,
 	}
 	if *cellBDP == 0 {
 		base.CellBDP = -1
