@@ -219,7 +219,18 @@ func TestWrongSecret(t *testing.T) {
 	dstB := e.region(pb, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	setAll(dstA.Bytes(), 0xee)
 	setAll(dstB.Bytes(), 0xee)
-	connect(t, a, b)
+	require.NoError(t, a.Modify(verbs.StateInit, nil))
+	require.NoError(t, b.Modify(verbs.StateInit, nil))
+	ea, eb := a.Endpoint(), b.Endpoint()
+	require.NoError(t, a.Modify(verbs.StateRTR, &eb))
+	require.NoError(t, b.Modify(verbs.StateRTR, &ea))
+	for _, q := range []*tqp{a, b} {
+		// The dialer may have failed its handshake already.
+		if err := q.Modify(verbs.StateRTS, nil); err != nil {
+			require.ErrorIs(t, err, verbs.ErrInvalidState)
+			require.True(t, q.dialer, "only the dialer fails by itself")
+		}
+	}
 
 	type side struct {
 		q        *tqp
