@@ -7,7 +7,9 @@
 // endpoints naming it. Each QP gets its own TCP connection, so each QP has
 // its own source port and, on an ECMP fabric, its own path;
 // QPConfig.LocalAddr binds that connection to a chosen local address and
-// port.
+// port when the QP is the side that dials (the accepting side's end is the
+// device's listening address; the dialer's port still makes each
+// connection's 5-tuple its own).
 //
 // The connection is made when the QP moves to RTR. Of the two QPs, the
 // one whose endpoint (Addr, QPN) sorts first dials; the other's device
