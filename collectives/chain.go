@@ -66,15 +66,15 @@ func (x *run) chainReduce() error {
 	// A chunk from prev lands in a slot, is combined there with this
 	// rank's chunk (into recv at the root) and sent on from the slot. A
 	// slot is posted again once the send from it is done.
-	slots := min(pipelineSlots, nc)
-	tmp, err := x.g.sc.buf(bufTmp, slots*x.cb)
+	slots, width := min(pipelineSlots, nc), min(x.cb, len(in))
+	tmp, err := x.g.sc.buf(bufTmp, slots*width)
 	if err != nil {
 		return x.fail(-1, -1, "", err)
 	}
 	reqs := x.requests(2 * slots) // receive, then send, per slot
 	slot := func(i int) []byte {
 		lo, hi := span(i)
-		return tmp[(i%slots)*x.cb:][:hi-lo]
+		return tmp[(i%slots)*width:][:hi-lo]
 	}
 	post := func(i int) error {
 		req, err := x.irecv(prev, i, slot(i))

@@ -233,13 +233,8 @@ func checkAllToAllV[T Element](t *testing.T, w *world, base int, inPlace bool) {
 			total += rc[j]
 		}
 		send := slices.Clone(in[r])
-		if inPlace {
-			if len(send) != total {
-				inPlace = false // the in-place form needs equal totals
-			}
-		}
 		outs[r] = send
-		if !inPlace {
+		if !inPlace || len(send) != total { // the in-place form needs equal totals
 			outs[r] = make([]T, total)
 		}
 		return AllToAllV(ctx, g, send, sc, outs[r], rc)

@@ -18,7 +18,7 @@ type fingerprint struct {
 	root  int32
 	count uint64 // the collective's count; see the api for which
 	vhash uint64 // hash of AllGatherV's counts, 0 elsewhere
-	chunk uint32
+	chunk uint32 // for the pipelined algorithms, 0 for the others
 	kind  kind
 	dt    dtype
 	op    Op
@@ -93,7 +93,7 @@ func (f fingerprint) String() string {
 		parts = append(parts, fmt.Sprintf("root %d", f.root))
 	}
 	parts = append(parts, f.algo.String())
-	if f.kind == kAllReduce || f.kind == kAllGather || f.kind == kAllGatherV || f.kind == kReduceScatter || f.kind.rooted() {
+	if f.chunk != 0 {
 		parts = append(parts, fmt.Sprintf("chunk %d", f.chunk))
 	}
 	b.WriteString(strings.Join(parts, ", "))
@@ -122,7 +122,7 @@ func describeTag(t uint64) string {
 	if t&tagVerify != 0 {
 		return fmt.Sprintf("a fingerprint-exchange message (round %d)", uint32(t))
 	}
-	return fmt.Sprintf("a %s message (fingerprint %#x, step %d)", kind(t>>32), t>>tagHashLSB, uint32(t))
+	return fmt.Sprintf("a message of %s (fingerprint %#x, step %d)", kind(t>>32), t>>tagHashLSB, uint32(t))
 }
 
 // disagreement builds the error for records that are not all equal.

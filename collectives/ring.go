@@ -37,15 +37,18 @@ func (x *run) ringReduceScatter(in, work, final []byte, off []int) error {
 	// What it receives at step s is block r-s-2, which it combines and
 	// (but for the last step, its own block) sends at step s+1.
 	recvs := x.plan(off, r-2, n-1)
-	slots := min(pipelineSlots, len(recvs))
-	tmp, err := x.g.sc.buf(bufTmp, slots*x.cb)
+	slots, width := min(pipelineSlots, len(recvs)), 0
+	for _, c := range recvs {
+		width = max(width, c.hi-c.lo)
+	}
+	tmp, err := x.g.sc.buf(bufTmp, slots*width)
 	if err != nil {
 		return x.fail(-1, -1, "", err)
 	}
 	reqs := x.requests(slots)
 	post := func(i int) error {
 		c := recvs[i]
-		req, err := x.irecv(left, i, tmp[(i%slots)*x.cb:][:c.hi-c.lo])
+		req, err := x.irecv(left, i, tmp[(i%slots)*width:][:c.hi-c.lo])
 		reqs[i%slots] = req
 		return err
 	}
@@ -55,7 +58,7 @@ func (x *run) ringReduceScatter(in, work, final []byte, off []int) error {
 		}
 	}
 	for i, c := range recvs {
-		got := tmp[(i%slots)*x.cb:][:c.hi-c.lo]
+		got := tmp[(i%slots)*width:][:c.hi-c.lo]
 		if err := x.waitRecv(reqs[i%slots], left, i, len(got)); err != nil {
 			return err
 		}

@@ -40,8 +40,12 @@ func (x *run) begin(op *operation) {
 	x.esize = max(op.dt.size(), 1)
 	x.cb = max(x.g.chunk/x.esize, 1) * x.esize
 	x.fp = fingerprint{
-		seq: uint32(op.seq), root: int32(op.root), count: uint64(op.count), chunk: uint32(x.g.chunk),
+		seq: uint32(op.seq), root: int32(op.root), count: uint64(op.count),
 		kind: op.kind, dt: op.dt, op: op.rop, algo: op.algo,
+	}
+	if op.algo == Ring || op.algo == Chain {
+		// Only the pipelines' message counts depend on the chunk size.
+		x.fp.chunk = uint32(x.g.chunk)
 	}
 	if op.kind == kAllGatherV {
 		x.fp.vhash = hashInts(op.counts)

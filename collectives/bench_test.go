@@ -1,0 +1,84 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// BenchmarkAllReduce measures AllReduce of float32 sums over the
+// in-memory transport with 4 ranks (each a goroutine: on a machine with
+// fewer cores the ranks share them, and the transport's copies dominate).
+// Bytes per op are those of one rank's vector (algorithm bandwidth).
+func BenchmarkAllReduce(b *testing.B) {
+	const n = 4
+	for _, size := range []int{4 << 10, 256 << 10, 16 << 20} {
+		for _, algo := range []Algorithm{Auto, Ring, RecursiveDoubling, HalvingDoubling} {
+			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, algo), func(b *testing.B) {
+				w := newWorld(b, n, Options{Algorithm: algo})
+				benchRanks(b, w, int64(size), func(ctx context.Context, r int, g *Group, buf []float32) error {
+					return AllReduce(ctx, g, buf, buf, Sum)
+				}, size/4)
+			})
+		}
+	}
+}
+
+// BenchmarkBroadcast compares the tree and the chain.
+func BenchmarkBroadcast(b *testing.B) {
+	const n = 4
+	for _, size := range []int{4 << 10, 16 << 20} {
+		for _, algo := range []Algorithm{Tree, Chain} {
+			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, algo), func(b *testing.B) {
+				w := newWorld(b, n, Options{Algorithm: algo})
+				benchRanks(b, w, int64(size), func(ctx context.Context, r int, g *Group, buf []float32) error {
+					return Broadcast(ctx, g, buf, buf, 0)
+				}, size/4)
+			})
+		}
+	}
+}
+
+// BenchmarkBarrier measures the latency of an operation with no data:
+// the fingerprint exchange and the dissemination rounds.
+func BenchmarkBarrier(b *testing.B) {
+	for _, skip := range []bool{false, true} {
+		b.Run(fmt.Sprintf("verify=%v", !skip), func(b *testing.B) {
+			w := newWorld(b, 8, Options{SkipVerify: skip})
+			benchRanks(b, w, 0, func(ctx context.Context, r int, g *Group, _ []float32) error {
+				return Barrier(ctx, g)
+			}, 0)
+		})
+	}
+}
+
+// benchRanks runs fn b.N times on every rank, each rank in its own
+// goroutine for the whole benchmark.
+func benchRanks(b *testing.B, w *world, bytes int64, fn func(ctx context.Context, r int, g *Group, buf []float32) error, count int) {
+	ctx := context.Background()
+	b.SetBytes(bytes)
+	b.ReportAllocs()
+	var wg sync.WaitGroup
+	errs := make([]error, w.n)
+	iters := b.N
+	b.ResetTimer()
+	for r := range w.n {
+		buf := make([]float32, count)
+		wg.Go(func() {
+			for range iters {
+				if err := fn(ctx, r, w.groups[r], buf); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	for r, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}

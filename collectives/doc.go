@@ -1,0 +1,69 @@
+// Package collectives runs collective operations (AllReduce, AllGather,
+// AllGatherV, ReduceScatter, AllToAll, AllToAllV, Broadcast, Reduce and
+// Barrier) over a communicator's point-to-point layer, comm.P2P.
+//
+// # Use
+//
+// A Group wraps one communicator:
+//
+//	g, err := collectives.New(p, collectives.Options{})
+//	...
+//	err = collectives.AllReduce(ctx, g, grads, grads, collectives.Avg)
+//
+// The collectives are generic over the element types float32, float64,
+// int32, int64, uint8, Float16 and BFloat16, and the reducing ones take an
+// Op: Sum, Prod, Min, Max or Avg. Each has a non-blocking form (IAllReduce
+// and so on) that returns a Request to Wait for or Test, so that a
+// training loop can overlap communication with computation. Operations
+// run one at a time in the order they were issued; the ranks must issue
+// the same operations in the same order.
+//
+// # Algorithms
+//
+// Each collective chooses among its algorithms by message size and world
+// size (see Algorithm): recursive doubling for small AllReduce and
+// AllGather, halving-doubling (Rabenseifner) for medium AllReduce and
+// ReduceScatter, the ring for large ones, binomial trees for small
+// Broadcast and Reduce and pipelined chains for large ones, pairwise
+// exchange for all-to-all and dissemination for Barrier. Options.Algorithm
+// or the RDMACELL_ALGO environment variable forces one. Ring and Chain cut
+// their transfers into chunks (Options.ChunkBytes) so that receiving,
+// combining and forwarding overlap.
+//
+// # Agreement
+//
+// Messages between two ranks are matched in posting order, so ranks that
+// disagree about an operation would otherwise read each other's messages
+// as their own. Every operation therefore starts with a fingerprint
+// exchange: the ranks all-gather 32-byte records of (sequence number,
+// collective, element type, count, op, root, algorithm, chunk size) in
+// ceil(log2 n) rounds of a pattern that does not depend on the operation.
+// Every rank then sees every record, and if they differ every rank
+// returns a *MismatchError naming the odd ranks and, in words, what each
+// called; no data has moved and the group stays usable. Data messages
+// carry a tag derived from the fingerprint as well, which catches
+// disagreements when the exchange is turned off (Options.SkipVerify).
+//
+// # Failures
+//
+// Arguments are checked before anything is sent: an *ArgError names the
+// argument. Every wait takes the operation's context. An operation that
+// fails part way (a transport error, an expired context) may leave
+// messages in the ranks' streams, so the group refuses later operations
+// with ErrGroupFailed; make a new communicator.
+//
+// # Memory
+//
+// Scratch buffers come from the communicator's registered memory (Alloc),
+// are kept by the group from one operation to the next and returned by
+// Close. Operations are recycled too: in steady state neither blocking nor
+// non-blocking calls allocate.
+//
+// # Reductions
+//
+// The float32 and float64 kernels use AVX2 where the CPU has it (checked
+// at start-up), with a plain Go version used elsewhere and under the
+// purego build tag. The 16-bit floats are widened to float32, combined,
+// and rounded back to nearest even at each step. Every op is commutative
+// bit for bit, so all ranks of an AllReduce end with identical bits.
+package collectives

@@ -1,0 +1,215 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rdmacell/rdmacell/comm"
+	"github.com/stretchr/testify/require"
+)
+
+// call is what one rank does in a mismatch scenario.
+type call func(ctx context.Context, g *Group) error
+
+func allReduceF32(count int, op Op) call {
+	return func(ctx context.Context, g *Group) error {
+		buf := make([]float32, count)
+		return AllReduce(ctx, g, buf, buf, op)
+	}
+}
+
+func allReduceI32(count int) call {
+	return func(ctx context.Context, g *Group) error {
+		buf := make([]int32, count)
+		return AllReduce(ctx, g, buf, buf, Sum)
+	}
+}
+
+func broadcastF32(count, root int) call {
+	return func(ctx context.Context, g *Group) error {
+		buf := make([]float32, count)
+		return Broadcast(ctx, g, buf, buf, root)
+	}
+}
+
+func reduceF32(count, root int) call {
+	return func(ctx context.Context, g *Group) error {
+		buf := make([]float32, count)
+		return Reduce(ctx, g, buf, buf, Sum, root)
+	}
+}
+
+func barrier(ctx context.Context, g *Group) error { return Barrier(ctx, g) }
+
+// TestMismatch has ranks disagree about an operation in each way the
+// fingerprint covers. Every rank must fail with a *MismatchError that
+// names the same odd ranks, before its context ends, and the group must
+// still work afterwards.
+func TestMismatch(t *testing.T) {
+	const n = 4
+	cases := []struct {
+		name  string
+		calls func(r int) call
+		opts  func(r int) Options
+		odd   []int
+		says  string
+	}{
+		{
+			name:  "different collectives",
+			calls: func(r int) call { return pick(r == 2, broadcastF32(10, 0), allReduceF32(10, Sum)) },
+			odd:   []int{2}, says: "rank 2 called Broadcast(float32 ×10, root 0",
+		},
+		{
+			name:  "root of a tree versus ring",
+			calls: func(r int) call { return pick(r == 0, reduceF32(1<<20, 0), allReduceF32(1<<20, Sum)) },
+			odd:   []int{0}, says: "rank 0 called Reduce(",
+		},
+		{
+			name:  "count",
+			calls: func(r int) call { return pick(r == 1, allReduceF32(9, Sum), allReduceF32(10, Sum)) },
+			odd:   []int{1}, says: "rank 1 called AllReduce(float32 ×9",
+		},
+		{
+			name:  "root",
+			calls: func(r int) call { return pick(r == 3, broadcastF32(10, 1), broadcastF32(10, 0)) },
+			odd:   []int{3}, says: "root 1",
+		},
+		{
+			name:  "op",
+			calls: func(r int) call { return pick(r == 0, allReduceF32(10, Max), allReduceF32(10, Sum)) },
+			odd:   []int{0}, says: "max",
+		},
+		{
+			name:  "element type",
+			calls: func(r int) call { return pick(r == 2, allReduceI32(10), allReduceF32(10, Sum)) },
+			odd:   []int{2}, says: "int32",
+		},
+		{
+			name:  "barrier against data",
+			calls: func(r int) call { return pick(r == 1, barrier, allReduceF32(3, Sum)) },
+			odd:   []int{1}, says: "Barrier(",
+		},
+		{
+			name:  "two against two",
+			calls: func(r int) call { return pick(r >= 2, allReduceF32(10, Max), allReduceF32(10, Sum)) },
+			odd:   []int{2, 3}, says: "ranks 2, 3 called",
+		},
+		{
+			name:  "forced algorithm",
+			calls: func(int) call { return broadcastF32(10, 0) },
+			opts:  func(r int) Options { return pick(r == 1, Options{Algorithm: Chain}, Options{}) },
+			odd:   []int{1}, says: "rank 1 called Broadcast(float32 ×10, root 0, chain",
+		},
+		{
+			name:  "chunk size of a pipeline",
+			calls: func(int) call { return broadcastF32(10, 0) },
+			opts: func(r int) Options {
+				return pick(r == 3, Options{Algorithm: Chain, ChunkBytes: 1024}, Options{Algorithm: Chain})
+			},
+			odd: []int{3}, says: "chunk 1024",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			opts := c.opts
+			if opts == nil {
+				opts = func(int) Options { return Options{} }
+			}
+			w := newWorldEach(t, n, opts)
+			ctx := testCtx(t)
+			errs := w.run(func(r int, g *Group) error { return c.calls(r)(ctx, g) })
+			for r, err := range errs {
+				require.ErrorIs(t, err, ErrMismatch, "rank %d", r)
+				require.NotErrorIs(t, err, context.DeadlineExceeded, "rank %d", r)
+				var me *MismatchError
+				require.ErrorAs(t, err, &me, "rank %d", r)
+				require.Equal(t, r, me.Rank)
+				require.Equal(t, c.odd, me.Odd, "rank %d: %v", r, err)
+				require.Contains(t, err.Error(), c.says, "rank %d", r)
+			}
+			// Nothing was left in the streams: the group goes on.
+			require.Zero(t, w.mem.Pending())
+			f32 := suiteOf("float32")
+			f32.allReduce(t, w, 5, Sum, false)
+		})
+	}
+}
+
+func pick[T any](cond bool, a, b T) T {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// TestMismatchByTag turns the fingerprint exchange off: ranks that receive
+// a message of another operation report a *MismatchError wrapping the
+// transport's *comm.MismatchError, and every other rank fails when its
+// context ends, instead of hanging. The broadcast's root only sends, so
+// it may not notice: the weakness the fingerprint exchange removes.
+func TestMismatchByTag(t *testing.T) {
+	const n = 4
+	w := newWorld(t, n, Options{SkipVerify: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	errs := w.run(func(r int, g *Group) error {
+		return pick(r == 2, broadcastF32(10, 2), allReduceF32(10, Sum))(ctx, g)
+	})
+	tagged := 0
+	for r, err := range errs {
+		if r == 2 && err == nil {
+			continue
+		}
+		require.Error(t, err, "rank %d", r)
+		var cm *comm.MismatchError
+		if errors.As(err, &cm) {
+			tagged++
+			var me *MismatchError
+			require.ErrorAs(t, err, &me)
+			require.Equal(t, []int{cm.Peer}, me.Odd)
+			require.Contains(t, err.Error(), "a message of Broadcast", "rank %d decodes the tags", r)
+			continue
+		}
+		require.ErrorIs(t, err, context.DeadlineExceeded, "rank %d", r)
+	}
+	require.NotZero(t, tagged, "some rank must see the wrong tag")
+	// The streams now hold stray messages: later operations fail fast.
+	err := Barrier(context.Background(), w.groups[0])
+	require.ErrorIs(t, err, ErrGroupFailed)
+}
+
+// TestMismatchSequence decodes records that differ only in the sequence
+// number: a rank that skipped an operation.
+func TestMismatchSequence(t *testing.T) {
+	f := fingerprint{seq: 7, count: 10, chunk: 64, kind: kAllReduce, dt: dtFloat32, op: Sum, algo: Ring}
+	late := f
+	late.seq = 6
+	e := disagreement(1, f, []fingerprint{f, f, late})
+	require.Equal(t, []int{2}, e.Odd)
+	require.Equal(t, "ranks 0, 1 called AllReduce(float32 ×10, sum, ring, chunk 64) #7; rank 2 called AllReduce(float32 ×10, sum, ring, chunk 64) #6", e.Detail)
+}
+
+// TestDeadlineBreaksGroup has one rank not call at all: the others fail
+// when their contexts end, and their groups refuse later operations.
+func TestDeadlineBreaksGroup(t *testing.T) {
+	w := newWorld(t, 3, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	errs := w.run(func(r int, g *Group) error {
+		if r == 2 {
+			return nil
+		}
+		return allReduceF32(4, Sum)(ctx, g)
+	})
+	for r := range 2 {
+		require.ErrorIs(t, errs[r], context.DeadlineExceeded)
+		var oe *OpError
+		require.ErrorAs(t, errs[r], &oe)
+		require.Equal(t, r, oe.Rank)
+		require.Equal(t, "AllReduce", oe.Op)
+		require.ErrorIs(t, Barrier(context.Background(), w.groups[r]), ErrGroupFailed)
+	}
+}
