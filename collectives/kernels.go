@@ -5,8 +5,8 @@ import "math"
 // Reduction kernels. Each writes a op b into dst for the first len(dst)
 // elements; a and b are at least as long, and dst may be exactly a or b.
 //
-// The float32 and float64 kernels go through kern, which start-up points
-// at vector code where the CPU has it (kernels_amd64.go). The plain Go
+// The floating-point kernels go through kern, which start-up points at
+// vector code where the CPU has it (kernels_amd64.go). The plain Go
 // versions below are the reference the vector code is tested against, and
 // what runs elsewhere and under the purego build tag.
 
@@ -16,14 +16,19 @@ type kernelSet struct {
 	sumF64, prodF64, minF64, maxF64 func(dst, a, b []float64)
 	divF32                          func(x []float32, d float32)
 	divF64                          func(x []float64, d float64)
+	sumF16, prodF16, minF16, maxF16 func(dst, a, b []uint16)
+	sumBF, prodBF, minBF, maxBF     func(dst, a, b []uint16)
+	divF16, divBF                   func(x []uint16, d float32)
 	name                            string
 }
 
 // goKernels is the portable set.
 var goKernels = kernelSet{
-	sumF32: sumFloat[float32], prodF32: prodFloat[float32], minF32: minF32Go, maxF32: maxF32Go,
-	sumF64: sumFloat[float64], prodF64: prodFloat[float64], minF64: minF64Go, maxF64: maxF64Go,
+	sumF32: sumF32Go, prodF32: prodF32Go, minF32: minF32Go, maxF32: maxF32Go,
+	sumF64: sumF64Go, prodF64: prodF64Go, minF64: minF64Go, maxF64: maxF64Go,
 	divF32: divFloat[float32], divF64: divFloat[float64],
+	sumF16: sumF16, prodF16: prodF16, minF16: minF16, maxF16: maxF16, divF16: divF16,
+	sumBF: sumBF16, prodBF: prodBF16, minBF: minBF16, maxBF: maxBF16, divBF: divBF16,
 	name: "go",
 }
 
@@ -38,18 +43,50 @@ type floating interface{ float32 | float64 }
 
 type integer interface{ int32 | int64 | uint8 }
 
-func sumFloat[T floating](dst, a, b []T) {
+// A NaN sum or product takes the payload of one operand, which depends on
+// the order; making every NaN result the same NaN keeps the op
+// commutative bit for bit.
+
+func sumF32Go(dst, a, b []float32) {
 	a, b = a[:len(dst)], b[:len(dst)]
 	for i := range dst {
-		dst[i] = a[i] + b[i]
+		dst[i] = nan32(a[i] + b[i])
 	}
 }
 
-func prodFloat[T floating](dst, a, b []T) {
+func prodF32Go(dst, a, b []float32) {
 	a, b = a[:len(dst)], b[:len(dst)]
 	for i := range dst {
-		dst[i] = a[i] * b[i]
+		dst[i] = nan32(a[i] * b[i])
 	}
+}
+
+func sumF64Go(dst, a, b []float64) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i := range dst {
+		dst[i] = nan64(a[i] + b[i])
+	}
+}
+
+func prodF64Go(dst, a, b []float64) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i := range dst {
+		dst[i] = nan64(a[i] * b[i])
+	}
+}
+
+func nan32(x float32) float32 {
+	if x != x {
+		return nanF32
+	}
+	return x
+}
+
+func nan64(x float64) float64 {
+	if x != x {
+		return nanF64
+	}
+	return x
 }
 
 func divFloat[T floating](x []T, d T) {
@@ -58,8 +95,8 @@ func divFloat[T floating](x []T, d T) {
 	}
 }
 
-// nanF32 and nanF64 are the NaN that Min and Max return: all bits set,
-// which is what the vector code produces by OR-ing in an unordered mask.
+// nanF32 and nanF64 are the NaN every op returns: all bits set, which is
+// what the vector code produces by OR-ing in an unordered mask.
 var (
 	nanF32 = math.Float32frombits(0xffffffff)
 	nanF64 = math.Float64frombits(0xffffffffffffffff)
@@ -193,20 +230,20 @@ func divUint8(x []uint8, n int) {
 	}
 }
 
-// The 16-bit kernels widen to float32, combine and round back. Min and Max
-// are exact in float32, so only their NaN is new (all bits set).
+// The 16-bit kernels widen to float32, combine and round back; a NaN
+// result is the float32 one with all bits set, which narrows to 0xffff.
 
 func sumF16(dst, a, b []uint16) {
 	a, b = a[:len(dst)], b[:len(dst)]
 	for i := range dst {
-		dst[i] = f32ToF16(f16ToF32(a[i]) + f16ToF32(b[i]))
+		dst[i] = f32ToF16(nan32(f16ToF32(a[i]) + f16ToF32(b[i])))
 	}
 }
 
 func prodF16(dst, a, b []uint16) {
 	a, b = a[:len(dst)], b[:len(dst)]
 	for i := range dst {
-		dst[i] = f32ToF16(f16ToF32(a[i]) * f16ToF32(b[i]))
+		dst[i] = f32ToF16(nan32(f16ToF32(a[i]) * f16ToF32(b[i])))
 	}
 }
 
@@ -233,14 +270,14 @@ func divF16(x []uint16, d float32) {
 func sumBF16(dst, a, b []uint16) {
 	a, b = a[:len(dst)], b[:len(dst)]
 	for i := range dst {
-		dst[i] = f32ToBF16(bf16ToF32(a[i]) + bf16ToF32(b[i]))
+		dst[i] = f32ToBF16(nan32(bf16ToF32(a[i]) + bf16ToF32(b[i])))
 	}
 }
 
 func prodBF16(dst, a, b []uint16) {
 	a, b = a[:len(dst)], b[:len(dst)]
 	for i := range dst {
-		dst[i] = f32ToBF16(bf16ToF32(a[i]) * bf16ToF32(b[i]))
+		dst[i] = f32ToBF16(nan32(bf16ToF32(a[i]) * bf16ToF32(b[i])))
 	}
 }
 

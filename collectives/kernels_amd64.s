@@ -6,27 +6,29 @@
 // Each OP macro combines register a with register b into a, using t and u
 // as temporaries.
 //
-// Min and Max are made commutative bit for bit: VMAXPS returns its second
-// source when the inputs are equal or unordered, so max(a, b) and
-// max(b, a) differ for (+0, -0) and for NaNs. AND-ing the two orders gives
-// +0 for the zeros (OR gives -0 for Min), and OR-ing the unordered mask
-// turns any NaN lane into all ones, as the Go kernels do.
+// Every op is made commutative bit for bit, as the Go kernels are. A NaN
+// result takes the payload of one operand, which depends on the order, so
+// Sum and Prod OR in the result's unordered mask: any NaN lane becomes all
+// ones. VMAXPS returns its second source when the inputs are equal or
+// unordered, so max(a, b) and max(b, a) differ for (+0, -0) and for NaNs:
+// AND-ing the two orders gives +0 for the zeros (OR gives -0 for Min), and
+// OR-ing the inputs' unordered mask makes NaN lanes all ones.
 
-#define SUMPS(a, b, t, u) VADDPS b, a, a
-#define PRODPS(a, b, t, u) VMULPS b, a, a
+#define SUMPS(a, b, t, u) VADDPS b, a, a; VCMPPS $3, a, a, t; VORPS t, a, a
+#define PRODPS(a, b, t, u) VMULPS b, a, a; VCMPPS $3, a, a, t; VORPS t, a, a
 #define MAXPS(a, b, t, u) VMAXPS b, a, t; VMAXPS a, b, u; VANDPS t, u, t; VCMPPS $3, b, a, u; VORPS u, t, a
 #define MINPS(a, b, t, u) VMINPS b, a, t; VMINPS a, b, u; VORPS t, u, t; VCMPPS $3, b, a, u; VORPS u, t, a
-#define SUMSS(a, b, t, u) VADDSS b, a, a
-#define PRODSS(a, b, t, u) VMULSS b, a, a
+#define SUMSS(a, b, t, u) VADDSS b, a, a; VCMPSS $3, a, a, t; VORPS t, a, a
+#define PRODSS(a, b, t, u) VMULSS b, a, a; VCMPSS $3, a, a, t; VORPS t, a, a
 #define MAXSS(a, b, t, u) VMAXSS b, a, t; VMAXSS a, b, u; VANDPS t, u, t; VCMPSS $3, b, a, u; VORPS u, t, a
 #define MINSS(a, b, t, u) VMINSS b, a, t; VMINSS a, b, u; VORPS t, u, t; VCMPSS $3, b, a, u; VORPS u, t, a
 
-#define SUMPD(a, b, t, u) VADDPD b, a, a
-#define PRODPD(a, b, t, u) VMULPD b, a, a
+#define SUMPD(a, b, t, u) VADDPD b, a, a; VCMPPD $3, a, a, t; VORPD t, a, a
+#define PRODPD(a, b, t, u) VMULPD b, a, a; VCMPPD $3, a, a, t; VORPD t, a, a
 #define MAXPD(a, b, t, u) VMAXPD b, a, t; VMAXPD a, b, u; VANDPD t, u, t; VCMPPD $3, b, a, u; VORPD u, t, a
 #define MINPD(a, b, t, u) VMINPD b, a, t; VMINPD a, b, u; VORPD t, u, t; VCMPPD $3, b, a, u; VORPD u, t, a
-#define SUMSD(a, b, t, u) VADDSD b, a, a
-#define PRODSD(a, b, t, u) VMULSD b, a, a
+#define SUMSD(a, b, t, u) VADDSD b, a, a; VCMPSD $3, a, a, t; VORPD t, a, a
+#define PRODSD(a, b, t, u) VMULSD b, a, a; VCMPSD $3, a, a, t; VORPD t, a, a
 #define MAXSD(a, b, t, u) VMAXSD b, a, t; VMAXSD a, b, u; VANDPD t, u, t; VCMPSD $3, b, a, u; VORPD u, t, a
 #define MINSD(a, b, t, u) VMINSD b, a, t; VMINSD a, b, u; VORPD t, u, t; VCMPSD $3, b, a, u; VORPD u, t, a
 

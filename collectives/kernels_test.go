@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -120,6 +121,56 @@ func TestVectorKernelsMatchGo(t *testing.T) {
 	}
 }
 
+// TestVectorKernels16MatchGo feeds the 16-bit kernels every kind of bit
+// pattern: normals, subnormals, infinities and NaNs of either kind.
+func TestVectorKernels16MatchGo(t *testing.T) {
+	if vectorKernels == nil {
+		t.Skip("no vector kernels on this CPU or build")
+	}
+	v, g := vectorKernels, goKernels
+	ks := []struct {
+		name   string
+		vk, gk func(dst, a, b []uint16)
+	}{
+		{"f16 sum", v.sumF16, g.sumF16}, {"f16 prod", v.prodF16, g.prodF16},
+		{"f16 min", v.minF16, g.minF16}, {"f16 max", v.maxF16, g.maxF16},
+		{"bf16 sum", v.sumBF, g.sumBF}, {"bf16 prod", v.prodBF, g.prodBF},
+		{"bf16 min", v.minBF, g.minBF}, {"bf16 max", v.maxBF, g.maxBF},
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	rnd := func(n int) []uint16 {
+		x := make([]uint16, n)
+		for i := range x {
+			x[i] = uint16(r.Uint32())
+			if r.IntN(2) == 0 { // mostly values of moderate size
+				x[i] = x[i]&0x83ff | 0x3c00
+			}
+		}
+		return x
+	}
+	for _, n := range kernelLengths() {
+		for off := range 8 {
+			for _, k := range ks {
+				a, b := rnd(n+off), rnd(n+off)
+				want, got := make([]uint16, n+off), make([]uint16, n+off)
+				k.gk(want[off:], a[off:], b[off:])
+				k.vk(got[off:], a[off:], b[off:])
+				require.Equal(t, want, got, "%s n=%d off=%d", k.name, n, off)
+			}
+			for _, k := range []struct {
+				name   string
+				vk, gk func([]uint16, float32)
+			}{{"f16 div", v.divF16, g.divF16}, {"bf16 div", v.divBF, g.divBF}} {
+				x := rnd(n + off)
+				y := slices.Clone(x)
+				k.gk(x[off:], 3)
+				k.vk(y[off:], 3)
+				require.Equal(t, x, y, "%s n=%d off=%d", k.name, n, off)
+			}
+		}
+	}
+}
+
 func TestMinMaxCommutative(t *testing.T) {
 	for _, x := range specialF32 {
 		for _, y := range specialF32 {
@@ -128,6 +179,23 @@ func TestMinMaxCommutative(t *testing.T) {
 			}
 			for _, f := range []func(a, b float64) float64{minF64, maxF64} {
 				require.Equal(t, math.Float64bits(f(float64(x), float64(y))), math.Float64bits(f(float64(y), float64(x))), "%v %v", x, y)
+			}
+		}
+	}
+	// Every kernel, vector or not, on every pair of special values.
+	sets := []kernelSet{goKernels}
+	if vectorKernels != nil {
+		sets = append(sets, *vectorKernels)
+	}
+	for _, ks := range sets {
+		for _, k := range []func(dst, a, b []float32){ks.sumF32, ks.prodF32, ks.minF32, ks.maxF32} {
+			for _, x := range specialF32 {
+				for _, y := range specialF32 {
+					xy, yx := []float32{x}, []float32{y}
+					k(xy, xy, []float32{y})
+					k(yx, yx, []float32{x})
+					require.Equal(t, math.Float32bits(xy[0]), math.Float32bits(yx[0]), "%s: %v and %v", ks.name, x, y)
+				}
 			}
 		}
 	}
@@ -205,11 +273,19 @@ func TestBFloat16Rounding(t *testing.T) {
 	require.Equal(t, float32(0.5), ToFloat16(0.5).Float32())
 }
 
-// Benchmarks of the float32 sum: the plain Go loop against the kernel in
-// use, in cache (4 KiB) and from memory (64 MiB). Bytes are those of one
-// operand, the unit in which a collective's bandwidth is counted.
+// Benchmarks of the float32 sum: the plain Go loop, the portable kernel
+// (which also makes NaN results canonical) and the vector kernel, in cache
+// (4 KiB) and from memory (64 MiB). Bytes are those of one operand, the
+// unit in which a collective's bandwidth is counted.
 func BenchmarkKernelSumF32(b *testing.B) {
-	sets := []kernelSet{goKernels}
+	plain := goKernels
+	plain.name, plain.sumF32 = "plain", func(dst, a, b []float32) {
+		a, b = a[:len(dst)], b[:len(dst)]
+		for i := range dst {
+			dst[i] = a[i] + b[i]
+		}
+	}
+	sets := []kernelSet{plain, goKernels}
 	if vectorKernels != nil {
 		sets = append(sets, *vectorKernels)
 	}
@@ -265,16 +341,18 @@ func BenchmarkKernels(b *testing.B) {
 			}
 		})
 	}
-	for _, k := range []struct {
-		name string
-		f    func(dst, a, b []uint16)
-	}{{"sumF16", sumF16}, {"sumBF16", sumBF16}} {
-		b.Run("go/"+k.name, func(b *testing.B) {
-			dst, x := make([]uint16, size/2), make([]uint16, size/2)
-			b.SetBytes(size)
-			for b.Loop() {
-				k.f(dst, dst, x)
-			}
-		})
+	for _, ks := range sets {
+		for _, k := range []struct {
+			name string
+			f    func(dst, a, b []uint16)
+		}{{"sumF16", ks.sumF16}, {"sumBF16", ks.sumBF}} {
+			b.Run(ks.name+"/"+k.name, func(b *testing.B) {
+				dst, x := make([]uint16, size/2), make([]uint16, size/2)
+				b.SetBytes(size)
+				for b.Loop() {
+					k.f(dst, dst, x)
+				}
+			})
+		}
 	}
 }

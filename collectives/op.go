@@ -8,9 +8,10 @@ type Op uint8
 // of an AllReduce ends with identical bits whichever algorithm runs:
 //
 //   - Sum and Prod are the arithmetic of the element type; integers wrap
-//     on overflow.
+//     on overflow. A NaN result of a float is the NaN with all bits set,
+//     whatever the payloads of the inputs.
 //   - Min and Max of floating-point values treat +0 as greater than -0,
-//     and return a NaN (all bits set) when either input is a NaN.
+//     and return that NaN when either input is a NaN.
 //   - Avg is Sum followed by a division by the number of ranks. Floats
 //     divide (correctly rounded, not multiplied by a reciprocal); the
 //     16-bit floats divide in float32 and round once. Integers divide the
@@ -87,15 +88,15 @@ func init() {
 		func(d, a, b []byte) { maxInt(d, a, b) },
 		func(d []byte, n int) { divUint8(d, n) })
 	set(dtFloat16,
-		func(d, a, b []byte) { sumF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
-		func(d, a, b []byte) { prodF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
-		func(d, a, b []byte) { minF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
-		func(d, a, b []byte) { maxF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
-		func(d []byte, n int) { divF16(view[uint16](d), float32(n)) })
+		func(d, a, b []byte) { kern.sumF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
+		func(d, a, b []byte) { kern.prodF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
+		func(d, a, b []byte) { kern.minF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
+		func(d, a, b []byte) { kern.maxF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
+		func(d []byte, n int) { kern.divF16(view[uint16](d), float32(n)) })
 	set(dtBFloat16,
-		func(d, a, b []byte) { sumBF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
-		func(d, a, b []byte) { prodBF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
-		func(d, a, b []byte) { minBF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
-		func(d, a, b []byte) { maxBF16(view[uint16](d), view[uint16](a), view[uint16](b)) },
-		func(d []byte, n int) { divBF16(view[uint16](d), float32(n)) })
+		func(d, a, b []byte) { kern.sumBF(view[uint16](d), view[uint16](a), view[uint16](b)) },
+		func(d, a, b []byte) { kern.prodBF(view[uint16](d), view[uint16](a), view[uint16](b)) },
+		func(d, a, b []byte) { kern.minBF(view[uint16](d), view[uint16](a), view[uint16](b)) },
+		func(d, a, b []byte) { kern.maxBF(view[uint16](d), view[uint16](a), view[uint16](b)) },
+		func(d []byte, n int) { kern.divBF(view[uint16](d), float32(n)) })
 }
