@@ -47,10 +47,13 @@
 // # Failures
 //
 // Arguments are checked before anything is sent: an *ArgError names the
-// argument. Every wait takes the operation's context. An operation that
-// fails part way (a transport error, an expired context) may leave
-// messages in the ranks' streams, so the group refuses later operations
-// with ErrGroupFailed; make a new communicator.
+// argument. A rank whose arguments are rejected issues nothing, so the
+// other ranks wait for it until their contexts end. Every wait takes the
+// operation's context. An operation that fails part way (a transport
+// error, an expired context) may leave messages in the ranks' streams,
+// and receives it posted may still land in its buffers, so the group
+// refuses later operations with ErrGroupFailed: close it and make a new
+// communicator.
 //
 // # Memory
 //

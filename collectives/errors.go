@@ -36,6 +36,7 @@ type ArgError struct {
 	Problem string // what is wrong and what was expected
 }
 
+// Error says which rank rejected which argument of which collective, and why.
 func (e *ArgError) Error() string {
 	return fmt.Sprintf("collectives: rank %d: %s: %s: %s", e.Rank, e.Op, e.Arg, e.Problem)
 }
@@ -60,6 +61,7 @@ type MismatchError struct {
 	Err    error
 }
 
+// Error names the odd ranks and what each rank called.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("collectives: rank %d: %s #%d: ranks disagree (odd: %s): %s", e.Rank, e.Op, e.Seq, rankList(e.Odd), e.Detail)
 }
@@ -85,6 +87,8 @@ type OpError struct {
 	Err        error
 }
 
+// Error locates the failure (rank, operation, algorithm, step, peer) and
+// gives the cause.
 func (e *OpError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "collectives: rank %d: %s #%d", e.Rank, e.Op, e.Seq)

@@ -62,7 +62,7 @@ func TestMismatch(t *testing.T) {
 			odd:   []int{2}, says: "rank 2 called Broadcast(float32 ×10, root 0",
 		},
 		{
-			name:  "root of a tree versus ring",
+			name:  "large reduce against large allreduce",
 			calls: func(r int) call { return pick(r == 0, reduceF32(1<<20, 0), allReduceF32(1<<20, Sum)) },
 			odd:   []int{0}, says: "rank 0 called Reduce(",
 		},
@@ -212,4 +212,33 @@ func TestDeadlineBreaksGroup(t *testing.T) {
 		require.Equal(t, "AllReduce", oe.Op)
 		require.ErrorIs(t, Barrier(context.Background(), w.groups[r]), ErrGroupFailed)
 	}
+}
+
+// TestAllToAllVCounts: counts are per rank by nature, so the fingerprint
+// cannot compare them; the receiver of a message of the wrong length
+// reports the sender.
+func TestAllToAllVCounts(t *testing.T) {
+	const n = 3
+	w := newWorld(t, n, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	errs := w.run(func(r int, g *Group) error {
+		sc, rc := []int{1, 1, 1}, []int{1, 1, 1}
+		if r == 1 {
+			rc[0] = 2 // rank 0 sends it one element
+		}
+		return AllToAllV(ctx, g, make([]float32, 3), sc, make([]float32, sumInts(rc)), rc)
+	})
+	var me *MismatchError
+	require.ErrorAs(t, errs[1], &me)
+	require.Equal(t, []int{0}, me.Odd)
+	require.Contains(t, me.Error(), "rank 0 sent 1 elements where this rank expected 2")
+}
+
+func sumInts(v []int) int {
+	s := 0
+	for _, x := range v {
+		s += x
+	}
+	return s
 }
