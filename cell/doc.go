@@ -77,10 +77,13 @@
 // paths as new work requests over the same memory (zero copy); a Reset
 // asks the driver to take the QP through ERR, RESET, INIT, RTR and RTS
 // with its peer in the background, and PathReset re-admits it with fresh
-// estimates. When no path is left up the connection has failed: every
-// open range fails with a *NoPathError that names the peer and why each
-// path was given up, and later inputs fail the same way. The driver then
-// closes every QP, which the peer's driver reports there as PathDead.
+// estimates. A path given up is being reset, not lost: when every path
+// is down at once (a stall of the whole host times them all out), cells
+// wait for the first to come back. The connection fails only when every
+// path is closed for good (PathDead; the driver bounds each reset, so
+// nothing waits forever): every open range fails with a *NoPathError that
+// names the peer and why each path was closed, and later inputs fail the
+// same way. The peer's driver sees the closed QPs as PathDead there.
 //
 // # Quarantine of late copies
 //

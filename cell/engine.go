@@ -20,7 +20,7 @@ type Engine struct {
 	cfg    Config
 	policy Policy
 	now    int64
-	// err is the terminal failure, once no path is left.
+	// err is the terminal failure, once every path is closed for good.
 	err error
 
 	paths []path
@@ -248,7 +248,7 @@ func (e *Engine) PathDead(now int64, q int, cause error) error {
 	}
 	p.state, p.cause = PathDead, pe
 	e.clearCopies(p)
-	if !e.anyUp() {
+	if e.allDead() {
 		e.fail()
 		return nil
 	}
@@ -288,10 +288,10 @@ func (e *Engine) giveUp(p *path, cause error) {
 	e.isolate(p, cause)
 	e.stats.GiveUps++
 	e.rd.Resets = append(e.rd.Resets, Reset{Path: p.idx, Refill: p.refillChain(), Cause: cause})
-	if !e.anyUp() {
-		e.fail()
-		return
-	}
+	// Even the last path up is only being reset, not lost: a stall of the
+	// whole host (a pause, a slow first write into fresh memory) times
+	// every path out at once, and must not fail the connection. Only
+	// PathDead ends it, and the driver bounds every reset.
 	e.reemit()
 }
 
@@ -365,13 +365,14 @@ func (e *Engine) afterQuarantine(p *path) {
 	e.pump()
 }
 
-func (e *Engine) anyUp() bool {
+// allDead reports whether every path is closed for good.
+func (e *Engine) allDead() bool {
 	for i := range e.paths {
-		if e.paths[i].state == PathUp {
-			return true
+		if e.paths[i].state != PathDead {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // downMask is the set of paths given up and not yet reset.

@@ -120,8 +120,7 @@ type Event struct {
 	// sender wrote, at most the range's length.
 	Len int64
 	// Err is nil on success, else a *RangeError. A failure with ErrNoPath
-	// comes as soon as the last path is given up: every path is then being
-	// reset or closed, and the driver must finish that (or close the QPs)
-	// before the application reuses the range's memory.
+	// comes once every path is closed for good (PathDead), so nothing can
+	// land in the range's memory any more.
 	Err error
 }

@@ -365,6 +365,30 @@ func TestAllPathsDead(t *testing.T) {
 	require.ErrorIs(t, f.ends[1].e.Recv(f.now, cell.RecvRange{Len: 1}), cell.ErrNoPath)
 }
 
+// A stall of the whole host: the first cell of every path is late, so
+// every path times out at once. They are being reset, not lost: the
+// cells wait for the first path back, and the connection does not fail.
+func TestEveryPathStalledAtOnce(t *testing.T) {
+	f := newTestFabric(t, defaultOpts(2))
+	first0, first1 := firstCellOn(0), firstCellOn(1)
+	f.hook = func(m *msg) verdict {
+		if first0(m) || first1(m) {
+			return verdict{delay: 3 * ms}
+		}
+		return verdict{}
+	}
+	f.transfer(0, 64<<10, true)
+	settle(t, f)
+	requireDelivered(t, f)
+	a := f.ends[0].e
+	require.NoError(t, a.Err())
+	require.Equal(t, uint64(2), a.Stats().GiveUps, "both paths timed out")
+	require.GreaterOrEqual(t, a.Stats().Readmissions, uint64(2), "and came back")
+	for _, c := range f.ends[0].resetCauses {
+		require.ErrorIs(t, c, cell.ErrSoftTimeout)
+	}
+}
+
 // Ids start just below 2^32 and wrap while cells are in flight; the
 // receiver refuses the cell with id 2^32−1 once, which sends its path
 // through recovery right at the wrap.

@@ -1,0 +1,61 @@
+// Package driver binds the cell engine to real verbs: a Conn is one
+// RDMACell connection to one peer over Config.Paths RC queue pairs
+// (paths) of one provider, with the engine's rings in registered memory,
+// a real clock, and a goroutine that makes progress.
+//
+// # Setup
+//
+// Dial creates the QPs, moves them to INIT and posts the engine's first
+// receive chains there, then swaps setup information with the peer
+// through an Exchanger (the communicator implements it over the
+// bootstrap): the endpoints of every path and of the control QP, the
+// address and rkey of the rings, and the wire parameters both engines
+// must share. Everything the peer sent is checked before use; a mismatch
+// is a *SetupError naming the peer and the field. Then every QP is
+// connected.
+//
+// # Moving memory
+//
+// Send and Recv (or SendAt and RecvAt, for memory named by address and
+// key) post a range and return an *Op at once; the k-th send of a
+// connection fills the peer's k-th receive. An Op completes exactly once,
+// when the engine hands its range back, which for a receive is only after
+// the sender's final and after every path that could still write into it
+// has been reset (the engine's quarantine of late copies): only then is
+// the memory the caller's again. A failed range carries the engine's
+// error, a *cell.RangeError wrapping for instance a *cell.NoPathError
+// that names the peer and why each path was given up.
+//
+// # Progress
+//
+// One goroutine per connection polls the CQ (cells arriving, failed
+// requests, control messages) and the rings the peer writes (tokens,
+// grants, finals), feeds the engine, ticks it by its deadline and acts on
+// its outputs in the order Ready documents. Callers posting a range act
+// on the resulting outputs themselves, so a range starts without waiting
+// for that goroutine. While ranges are in flight it polls, then waits in
+// the CQ with a growing timeout, since ring records signal nothing; with
+// nothing in flight it parks in the CQ and costs no CPU until a
+// completion arrives or a range is posted.
+//
+// # Rings
+//
+// Tokens, grants and finals are written with unsignaled one-sided WRITEs
+// (one in signalEvery is signaled, so that an RNIC can retire the others)
+// from a local staging area into the peer's rings, in the record formats
+// of package cell. The token ring has a section per path (see layout):
+// two copies of one cell, on two paths, must not share a slot.
+//
+// # Resets and failures
+//
+// When the engine asks for a path to be reset, a worker goroutine
+// performs the reset with the peer over the control QP (see reset.go):
+// ERR, RESET, INIT with the engine's Refill posted, endpoints swapped,
+// RTR, RTS, and PathReset once both ends are in RTS. A peer that asks
+// first makes the engine give the path up too (PathFailed). A reset that
+// does not finish within Config.ResetTimeout closes the path for good
+// (PathDead). When the engine fails (no path left), the driver closes
+// every QP and only then fails the ranges still open. Abort does the same
+// at once with the caller's error; Close says goodbye to the peer, which
+// then fails fast, and releases everything.
+package driver

@@ -1,0 +1,77 @@
+package driver
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/verbs/fault"
+)
+
+// stream moves the whole of src into dst as ranges of rangeLen bytes,
+// keeping up to inflight of them outstanding, and calls mid once, after
+// range at has completed while later ones are in flight. Every range must
+// complete exactly once (an Op completing twice would panic), with its
+// full length.
+func stream(ctx context.Context, t *testing.T, from, to *end, srcLen, rangeLen, inflight, at int, mid func()) {
+	t.Helper()
+	src, dst := from.region(srcLen), to.region(srcLen)
+	fill(src.Bytes(), 0xC0FFEE)
+	n := srcLen / rangeLen
+	sends, recvs := make([]*Op, n), make([]*Op, n)
+	wait := func(i int) {
+		got, err := sends[i].Wait(ctx)
+		require.NoError(t, err, "send range %d", i)
+		require.Equal(t, rangeLen, got, "send range %d", i)
+		got, err = recvs[i].Wait(ctx)
+		require.NoError(t, err, "receive range %d", i)
+		require.Equal(t, rangeLen, got, "receive range %d", i)
+	}
+	for i := range n {
+		if i >= inflight {
+			wait(i - inflight)
+			if i-inflight == at {
+				mid()
+			}
+		}
+		var err error
+		recvs[i], err = to.conn.Recv(dst, i*rangeLen, rangeLen)
+		require.NoError(t, err)
+		sends[i], err = from.conn.Send(src, i*rangeLen, rangeLen)
+		require.NoError(t, err)
+	}
+	for i := max(n-inflight, 0); i < n; i++ {
+		wait(i)
+	}
+	d := firstDiff(src.Bytes(), dst.Bytes())
+	require.Equal(t, -1, d, "first wrong byte (range %d)", d/rangeLen)
+}
+
+// 256 MiB cross four paths while one of them is killed half-way: every
+// byte arrives, every range is delivered once, and the path is reset and
+// used again.
+func TestKillPathHalfway(t *testing.T) {
+	const total, rangeLen = 256 << 20, 8 << 20
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			pr := newPair(t, p, testConfig())
+			ctx := bounded(t)
+			stream(ctx, t, pr.a, pr.b, total, rangeLen, 8, total/rangeLen/2-8, func() {
+				pr.a.qp(1).Inject(fault.Fault{Kind: fault.Kill})
+			})
+			sa, sb := pr.a.conn.Stats(), pr.b.conn.Stats()
+			t.Logf("sender: %+v", sa.Engine)
+			for i, ps := range sa.Paths {
+				t.Logf("path %d: %d bytes in %d cells, gen %d", i, ps.BytesPosted, ps.CellsPosted, ps.Gen)
+			}
+			require.EqualValues(t, total/rangeLen, sa.Engine.RangesSent)
+			require.EqualValues(t, total/rangeLen, sb.Engine.RangesReceived)
+			require.Zero(t, sa.Engine.RangesFailed+sb.Engine.RangesFailed)
+			require.GreaterOrEqual(t, sa.Engine.GiveUps, uint64(1), "the killed path was given up")
+			require.GreaterOrEqual(t, sa.ResetsStarted, uint64(1), "and reset")
+			require.Zero(t, sa.DeadPaths+sb.DeadPaths, "no path died for good")
+			require.NoError(t, pr.a.conn.Err())
+		})
+	}
+}

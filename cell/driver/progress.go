@@ -1,0 +1,203 @@
+package driver
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/rdmacell/rdmacell/verbs"
+)
+
+// How the progress goroutine waits. After the last progress it polls for
+// spinFor, yielding the processor between polls; then, while ranges are in
+// flight, it waits in the CQ for at most a backoff that grows from
+// minBackoff to maxBackoff (and never past the engine's next Tick): a
+// completion ends the wait at once, and records written into the rings,
+// which signal nothing, are found within the backoff. With nothing in
+// flight it parks in the CQ without a timeout until a completion comes
+// (a cell, a control message) or a caller posts a range.
+const (
+	spinFor    = 50 * time.Microsecond
+	minBackoff = 50 * time.Microsecond
+	maxBackoff = 2 * time.Millisecond
+	byeTimeout = 250 * time.Millisecond
+	// keepaliveIdle is how long a path may show nothing (no completion,
+	// no token) while ranges are in flight before it is probed. A
+	// receiver whose peer vanished could otherwise wait forever: providers
+	// fail only what is posted, and it may post nothing.
+	keepaliveIdle = time.Second
+)
+
+// now reads the clock.
+func (c *Conn) now() int64 { return c.cfg.Clock() }
+
+func newTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }
+
+// run is the connection's progress goroutine.
+func (c *Conn) run() {
+	defer close(c.exited)
+	last := time.Now()
+	backoff := minBackoff
+	for {
+		c.mu.Lock()
+		if c.err != nil {
+			c.mu.Unlock()
+			return
+		}
+		work := c.stepLocked()
+		work = work || c.kicked
+		c.kicked = false
+		active := c.ops.live() > 0
+		deadline := c.deadline
+		c.mu.Unlock()
+
+		if work {
+			last, backoff = time.Now(), minBackoff
+			continue
+		}
+		if !active {
+			c.wait(0, true)
+			last, backoff = time.Now(), minBackoff
+			c.mu.Lock()
+			c.touchPathsLocked(c.now()) // idle paths said nothing for a reason
+			c.mu.Unlock()
+			continue
+		}
+
+		if time.Since(last) < spinFor {
+			runtime.Gosched()
+			continue
+		}
+		d := backoff
+		if deadline != 0 {
+			d = min(d, time.Duration(deadline-c.now()))
+		}
+		if d > 0 {
+			c.wait(d, false)
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// stepLocked polls the CQ and the rings, applies finished resets, lets
+// time pass and acts on what the engine produced. It reports whether
+// anything happened.
+func (c *Conn) stepLocked() bool {
+	now := c.now()
+	// Resets finished by now are applied after a last poll of everything
+	// their old incarnation completed: the workers queued them after their
+	// QPs had flushed into the CQ.
+	nres := len(c.resetDone)
+	work := false
+	if len(c.early) > 0 {
+		c.completionsLocked(now, c.early)
+		c.early, work = nil, true
+	}
+	for range 1024 {
+		n := c.cq.Poll(c.wcs)
+		if n == 0 {
+			break
+		}
+		work = true
+		c.completionsLocked(now, c.wcs[:n])
+		if n < len(c.wcs) && nres == 0 {
+			break
+		}
+	}
+	if c.pollRingsLocked(now) {
+		work = true
+	}
+	if nres > 0 {
+		c.applyResetsLocked(now, nres)
+		work = true
+	}
+	if now >= c.nextKeepalive && c.ops.live() > 0 && c.err == nil {
+		c.nextKeepalive = now + int64(keepaliveIdle)/4
+		c.keepaliveLocked(now)
+	}
+	if c.deadline != 0 && now >= c.deadline && c.err == nil {
+		c.eng.Tick(now)
+		c.fed = true
+	}
+	c.drainLocked()
+	return work
+}
+
+// completionsLocked feeds a batch of work completions.
+func (c *Conn) completionsLocked(now int64, wcs []verbs.WC) {
+	for i := range wcs {
+		wc := &wcs[i]
+		if wc.QPN == c.ctl.qpn {
+			c.ctlCompletionLocked(now, wc)
+			continue
+		}
+		q := c.pathOf(wc.QPN)
+		if q < 0 {
+			continue
+		}
+		c.paths[q].lastSeen = now
+		if wc.ID&wrKindMask == wrKindProbe {
+			c.probeDoneLocked(now, q, wc)
+			continue
+		}
+		if wc.Status == verbs.StatusSuccess && wc.Opcode != verbs.OpRecvWriteImm {
+			continue // a send done: the tokens say more
+		}
+		_ = c.eng.Completion(now, q, *wc)
+		c.fed = true
+		c.counters.completions++
+	}
+}
+
+func (c *Conn) pathOf(qpn uint32) int {
+	for i, n := range c.qpns {
+		if n == qpn {
+			return i
+		}
+	}
+	return -1
+}
+
+// wait blocks in the CQ for at most d (forever if park), until a
+// completion comes, a caller kicks or the connection ends. Completions it
+// receives are handled before it returns.
+func (c *Conn) wait(d time.Duration, park bool) {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if park {
+		ctx, cancel = context.WithCancel(c.life)
+	} else {
+		ctx, cancel = context.WithTimeout(c.life, d)
+	}
+	defer cancel()
+	c.mu.Lock()
+	if c.kicked || c.err != nil {
+		c.kicked = false
+		c.mu.Unlock()
+		return
+	}
+	c.parkCancel = cancel
+	if park {
+		c.parked = true
+		c.counters.parks++
+	}
+	c.mu.Unlock()
+	n, _ := c.cq.Wait(ctx, c.waitWCs)
+	c.mu.Lock()
+	c.parkCancel, c.parked = nil, false
+	if n > 0 && c.err == nil {
+		c.completionsLocked(c.now(), c.waitWCs[:n])
+		c.drainLocked()
+	}
+	c.mu.Unlock()
+}
+
+// kickLocked makes the progress goroutine look again at once.
+func (c *Conn) kickLocked() {
+	if c.parkCancel != nil {
+		c.parkCancel()
+		c.parkCancel = nil
+		return
+	}
+	c.kicked = true
+}

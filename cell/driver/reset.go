@@ -1,0 +1,339 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/verbs"
+)
+
+// Path resets. Both ends number the incarnations of each path's QP pair
+// (gen, 0 at Dial). When the engine asks for a reset of path q, or the
+// peer announces incarnation gen+1 of it, a worker goroutine takes the
+// local QP through ERR (which flushes it; the fault wrapper delivers its
+// late copies first), RESET and INIT, posts the engine's Refill there,
+// and sends the peer an endpoint message for gen+1. With the peer's
+// endpoint it moves the QP to RTR and RTS and says so; with the peer's
+// RTS message as well, both QPs are known to be in RTS and nothing of the
+// old incarnation can land any more, at either end. The progress
+// goroutine then polls the CQ and the rings a last time and calls
+// PathReset. The messages of one path are ordered (they share the control
+// QP), so the two ends agree on every incarnation. A reset that does not
+// finish within ResetTimeout closes the QP, tells the peer, and reports
+// PathDead.
+
+// resetResult is a worker's outcome, applied by the progress goroutine.
+type resetResult struct {
+	path int
+	gen  uint32
+	err  error // nil: the path is back; else it is closed
+}
+
+// startResetLocked starts the reset the engine asked for, unless one is
+// under way (the peer asked first) or the path is closed.
+func (c *Conn) startResetLocked(r *cell.Reset) {
+	p := c.paths[r.Path]
+	if p.resetting || p.closed || c.err != nil {
+		return
+	}
+	// The engine may reuse the chain's storage after this batch; the
+	// worker posts its own copy.
+	n := 0
+	for wr := r.Refill; wr != nil && n < len(p.refill); wr = wr.Next {
+		p.refill[n] = verbs.RecvWR{ID: wr.ID, SGL: wr.SGL}
+		if n > 0 {
+			p.refill[n-1].Next = &p.refill[n]
+		}
+		n++
+	}
+	p.resetting, p.target = true, p.gen+1
+	p.inbox = make(chan ctlMsg, 4)
+	c.counters.resetsStarted++
+	c.log.Debug("cell driver: resetting path", "peer", c.cfg.Peer, "path", p.idx, "qp", p.qpn, "gen", p.target, "cause", r.Cause)
+	c.workers.Add(1)
+	go c.resetWorker(p, p.target, p.inbox, p.refill[:n])
+}
+
+// resetWorker performs one reset of path p with the peer.
+func (c *Conn) resetWorker(p *path, gen uint32, inbox chan ctlMsg, refill []verbs.RecvWR) {
+	defer c.workers.Done()
+	ctx, cancel := context.WithTimeout(c.life, c.cfg.ResetTimeout)
+	// The bound is for the whole reset, including the QP's transitions.
+	defer cancel()
+	err := c.reconnect(ctx, p, gen, inbox, refill)
+	if err != nil {
+		err = &PathError{Peer: c.cfg.Peer, Path: p.idx, QPN: p.qpn, Op: "reset", Err: err}
+		c.mu.Lock()
+		p.closed = true
+		c.mu.Unlock()
+		p.qmu.Lock()
+		_ = p.qp.Close()
+		p.qmu.Unlock()
+		if !errors.Is(err, ErrPeerDead) {
+			_ = c.sendCtl(ctlMsg{kind: msgDead, path: p.idx, gen: gen})
+		}
+		if c.life.Err() == nil {
+			c.log.Warn("cell driver: path declared dead", "peer", c.cfg.Peer, "path", p.idx, "err", err)
+		}
+	}
+	c.mu.Lock()
+	c.resetDone = append(c.resetDone, resetResult{path: p.idx, gen: gen, err: err})
+	c.kickLocked()
+	c.mu.Unlock()
+}
+
+// reconnect takes p's QP through a new incarnation with the peer.
+func (c *Conn) reconnect(ctx context.Context, p *path, gen uint32, inbox chan ctlMsg, refill []verbs.RecvWR) error {
+	p.qmu.Lock()
+	ep, err := reinit(p.qp, refill)
+	p.qmu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := c.sendCtl(ctlMsg{kind: msgEP, path: p.idx, gen: gen, ep: ep}); err != nil {
+		return err
+	}
+	m, err := awaitMsg(ctx, inbox, msgEP)
+	if err != nil {
+		return err
+	}
+	p.qmu.Lock()
+	err = connectQP(p.qp, &m.ep)
+	p.qmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("connect to the peer's qp %d: %w", m.ep.QPN, err)
+	}
+	if err := c.sendCtl(ctlMsg{kind: msgRTS, path: p.idx, gen: gen}); err != nil {
+		return err
+	}
+	_, err = awaitMsg(ctx, inbox, msgRTS)
+	return err
+}
+
+// reinit brings q back to INIT with the refill posted and returns its new
+// endpoint. Moving to ERR first flushes what was outstanding, so that
+// every completion of the old incarnation is in the CQ when it returns.
+func reinit(q verbs.QP, refill []verbs.RecvWR) (verbs.Endpoint, error) {
+	for _, s := range []verbs.QPState{verbs.StateErr, verbs.StateReset, verbs.StateInit} {
+		if err := q.Modify(s, nil); err != nil {
+			return verbs.Endpoint{}, fmt.Errorf("move to %v: %w", s, err)
+		}
+	}
+	if len(refill) > 0 {
+		if _, err := q.PostRecv(&refill[0]); err != nil {
+			return verbs.Endpoint{}, fmt.Errorf("post the refill: %w", err)
+		}
+	}
+	return q.Endpoint(), nil
+}
+
+// awaitMsg waits for the peer's message of kind for the reset under way.
+func awaitMsg(ctx context.Context, inbox chan ctlMsg, kind msgKind) (ctlMsg, error) {
+	for {
+		select {
+		case m := <-inbox:
+			switch m.kind {
+			case kind:
+				return m, nil
+			case msgDead:
+				return m, ErrPeerDead
+			case msgCtlDown:
+				return m, m.err
+			}
+		case <-ctx.Done():
+			// Not wrapped: the caller's own context has not ended.
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return ctlMsg{}, fmt.Errorf("%w: no %v message from the peer", ErrResetTimeout, kind)
+			}
+			return ctlMsg{}, fmt.Errorf("%w: reset abandoned", ErrClosed)
+		}
+	}
+}
+
+// applyResetsLocked applies the first n results of the reset workers.
+func (c *Conn) applyResetsLocked(now int64, n int) {
+	for _, r := range c.resetDone[:n] {
+		p := c.paths[r.path]
+		if c.err != nil {
+			break
+		}
+		// The old incarnation's last tokens, then a clean ring for the
+		// new one.
+		c.pollTokensLocked(now, p)
+		p.fifo.reset()
+		clear(c.ring[c.lay.tokenOff(p.idx, 0):c.lay.tokenOff(p.idx+1, 0)])
+		p.resetting, p.inbox = false, nil
+		if r.err != nil {
+			p.dead, p.closed, p.early = true, true, nil
+			_ = c.eng.PathDead(now, p.idx, r.err)
+			c.fed = true
+			c.counters.dead++
+			continue
+		}
+		p.gen = r.gen
+		c.probePathLocked(now, p)
+	}
+	c.resetDone = append(c.resetDone[:0], c.resetDone[n:]...)
+}
+
+// probePathLocked writes zero bytes over path p's new incarnation before
+// the engine gets it back: a provider connects the QP at its first
+// request, and the engine's first cells there must not wait for that
+// past their soft timeout (with fresh estimates, T_soft is at its floor).
+func (c *Conn) probePathLocked(now int64, p *path) {
+	p.probing = true
+	wr := &c.wr
+	*wr = verbs.SendWR{ID: probeWRID(p.idx, p.gen), Opcode: verbs.OpWrite, Flags: verbs.Signaled,
+		RemoteAddr: c.peerRing.Addr, RKey: c.peerRing.RKey}
+	if _, err := p.qp.PostSend(wr); err != nil {
+		c.readmitLocked(now, p)
+		_ = c.eng.PathFailed(now, p.idx, &PathError{Peer: c.cfg.Peer, Path: p.idx, QPN: p.qpn, Op: "probe", Err: err})
+	}
+}
+
+// probeDoneLocked handles the completion of a path's probe: the path is
+// back. A failed probe is fed to the engine after, which gives the path
+// up again.
+func (c *Conn) probeDoneLocked(now int64, q int, wc *verbs.WC) {
+	p := c.paths[q]
+	if wc.ID == keepaliveWRID(q) {
+		if wc.Status != verbs.StatusSuccess {
+			_ = c.eng.Completion(now, q, *wc)
+			c.fed = true
+		}
+		return
+	}
+	if !p.probing || wc.ID != probeWRID(q, p.gen) {
+		return
+	}
+	c.readmitLocked(now, p)
+	if wc.Status != verbs.StatusSuccess {
+		_ = c.eng.Completion(now, q, *wc)
+	}
+}
+
+// readmitLocked tells the engine path p is back, at both ends.
+func (c *Conn) readmitLocked(now int64, p *path) {
+	p.probing = false
+	_ = c.eng.PathReset(now, p.idx)
+	c.fed = true
+	c.counters.resets++
+	c.log.Debug("cell driver: path reset", "peer", c.cfg.Peer, "path", p.idx, "gen", p.gen)
+	if m := p.early; m != nil {
+		p.early = nil
+		c.dispatchLocked(now, *m)
+	}
+}
+
+func probeWRID(q int, gen uint32) uint64 {
+	return wrKindProbe | 1<<48 | uint64(q)<<32 | uint64(gen)
+}
+
+// keepaliveWRID marks the keepalive probes of path q.
+func keepaliveWRID(q int) uint64 { return wrKindProbe | 2<<48 | uint64(q)<<32 }
+
+// keepaliveLocked probes, with a write of zero bytes, every working path
+// that showed nothing for keepaliveIdle: a path whose peer is gone fails
+// it, and the engine gives the path up.
+func (c *Conn) keepaliveLocked(now int64) {
+	probed := false
+	for _, p := range c.paths {
+		if p.closed || p.resetting || p.probing || now-p.lastSeen < int64(keepaliveIdle) {
+			continue
+		}
+		p.lastSeen, probed = now, true
+		wr := &c.wr
+		*wr = verbs.SendWR{ID: keepaliveWRID(p.idx), Opcode: verbs.OpWrite, Flags: verbs.Signaled,
+			RemoteAddr: c.peerRing.Addr, RKey: c.peerRing.RKey}
+		if _, err := p.qp.PostSend(wr); err != nil {
+			c.postFailedLocked(p, err)
+		}
+	}
+	if probed {
+		c.counters.keepalives++
+		c.drainLocked() // reports the paths whose probe could not be posted
+	}
+}
+
+// touchPathsLocked counts every path as just heard from.
+func (c *Conn) touchPathsLocked(now int64) {
+	for _, p := range c.paths {
+		p.lastSeen = now
+	}
+}
+
+// dispatchLocked handles a message from the peer.
+func (c *Conn) dispatchLocked(now int64, m ctlMsg) {
+	if c.err != nil {
+		return
+	}
+	if m.kind == msgBye {
+		c.peerGoneLocked(now)
+		return
+	}
+	p := c.paths[m.path]
+	if p.dead {
+		return
+	}
+	switch {
+	case m.kind == msgDead:
+		if p.resetting {
+			p.notify(m)
+		} else if !p.closed {
+			c.killPathLocked(now, p, ErrPeerDead)
+		}
+	case p.resetting && m.gen == p.target:
+		p.notify(m)
+	case m.kind == msgEP && p.resetting && m.gen == p.target+1:
+		// The peer finished our reset and began the next before we
+		// applied ours.
+		p.early = &m
+	case m.kind == msgEP && !p.resetting && m.gen == p.gen+1:
+		if p.probing {
+			// The path is back, and the peer already wants it reset.
+			c.readmitLocked(now, p)
+		}
+		// The peer asks first: the engine gives the path up and asks for
+		// the reset, which joins the peer's.
+		cause := fmt.Errorf("%w: peer %s resets path %d (incarnation %d)", ErrPeerReset, c.cfg.Peer, p.idx, m.gen)
+		_ = c.eng.PathFailed(now, p.idx, cause)
+		c.fed = true
+		c.drainLocked()
+		if p.resetting && m.gen == p.target {
+			p.notify(m)
+		}
+	default:
+		c.log.Debug("cell driver: stale control message", "peer", c.cfg.Peer, "kind", m.kind, "path", m.path, "gen", m.gen, "local gen", p.gen)
+	}
+}
+
+// killPathLocked closes path p for good outside a reset and tells the
+// engine.
+func (c *Conn) killPathLocked(now int64, p *path, cause error) {
+	p.closed, p.probing = true, false
+	p.qmu.Lock()
+	_ = p.qp.Close()
+	p.qmu.Unlock()
+	p.dead = true
+	p.fifo.reset()
+	_ = c.eng.PathDead(now, p.idx, &PathError{Peer: c.cfg.Peer, Path: p.idx, QPN: p.qpn, Op: "close", Err: cause})
+	c.fed = true
+	c.counters.dead++
+}
+
+// peerGoneLocked handles the peer's goodbye: every path is closed for
+// good, and the engine fails the ranges still open once the last is.
+func (c *Conn) peerGoneLocked(now int64) {
+	for _, p := range c.paths {
+		switch {
+		case p.dead:
+		case p.resetting:
+			p.notify(ctlMsg{kind: msgDead, path: p.idx})
+		case !p.closed:
+			c.killPathLocked(now, p, ErrPeerClosed)
+		}
+	}
+	c.drainLocked()
+}

@@ -1,0 +1,130 @@
+package driver
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/verbs/fault"
+)
+
+// One path of four is slowed tenfold (a fault delay of ten times the
+// RTT the paths show under load): the adaptive policy moves far less than
+// a fair share of the bytes over it, and everything arrives.
+func TestAdaptiveAvoidsSlowPath(t *testing.T) {
+	const total, rangeLen = 64 << 20, 4 << 20
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			cfg := testConfig()
+			// A slow path, not a failing one: T_soft stays above the delay,
+			// so the path is kept and only placement can avoid it.
+			cfg.Engine.MinSoftTimeout = 5 * time.Second
+			pr := newPair(t, p, cfg)
+			ctx := bounded(t)
+			stream(ctx, t, pr.a, pr.b, 16<<20, rangeLen, 4, -1, nil)
+			var rtt time.Duration
+			before := pr.a.conn.Stats()
+			for _, ps := range before.Paths {
+				rtt += ps.SRTT / time.Duration(len(before.Paths))
+			}
+			delay := min(10*rtt, time.Second)
+			const slow = 3
+			pr.a.qp(slow).Inject(fault.Fault{Kind: fault.Delay, Delay: delay})
+			stream(ctx, t, pr.a, pr.b, total, rangeLen, 4, -1, nil)
+			after := pr.a.conn.Stats()
+			var sum, slowBytes uint64
+			for i := range after.Paths {
+				d := after.Paths[i].BytesPosted - before.Paths[i].BytesPosted
+				sum += d
+				if i == slow {
+					slowBytes = d
+				}
+				t.Logf("path %d: %d bytes, srtt %v, bandwidth %d B/s", i, d, after.Paths[i].SRTT, after.Paths[i].Bandwidth)
+			}
+			share := float64(slowBytes) / float64(sum)
+			t.Logf("path RTT under load %v, delay %v: the slow path carried %.1f%% of %d bytes (fair share 25%%)", rtt, delay, 100*share, sum)
+			require.GreaterOrEqual(t, sum, uint64(total), "every byte was posted")
+			require.Less(t, share, 0.125, "the slow path carries less than half its fair share")
+		})
+	}
+}
+
+// The slow-path late-copy case over real providers. In every repetition
+// path 0 holds its requests far longer than T_soft, so its cells are given
+// up and re-posted on path 1 while the originals are still in flight, and
+// resetting the path delivers them late. Both ends reuse their memory the
+// moment a range is handed back: the sender scribbles over its source,
+// the receiver checks its range and scribbles over it. Ranges rotate over
+// a few slots, and a slot must still hold the receiver's scribble when it
+// is posted again: a late copy that landed after the hand-back, or that
+// read the source after it, shows as a wrong byte.
+func TestLateCopiesNeverCorrupt(t *testing.T) {
+	const reps, slots, n = 60, 4, 64 << 10
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Paths = 2
+			cfg.Policy = "spray" // every range puts cells on path 0
+			cfg.CellSize = 16 << 10
+			cfg.Engine.MinSoftTimeout = 5 * time.Millisecond
+			pr := newPair(t, p, cfg)
+			ctx := bounded(t)
+			src, dst := pr.a.region(slots*n), pr.b.region(slots*n)
+			want, scribble := make([]byte, n), bytes.Repeat([]byte{0xEE}, n)
+			for i := range slots {
+				copy(dst.Bytes()[i*n:], scribble)
+			}
+			slow := pr.a.qp(0)
+			pathUp := func(what string) {
+				for pr.a.conn.Stats().Paths[0].State != cell.PathUp || pr.b.conn.Stats().Paths[0].State != cell.PathUp {
+					require.NoError(t, ctx.Err(), "%s: path 0 never came back", what)
+					time.Sleep(time.Millisecond)
+				}
+			}
+			for rep := range reps {
+				off := rep % slots * n
+				s, d := src.Bytes()[off:off+n], dst.Bytes()[off:off+n]
+				require.Equal(t, -1, firstDiff(scribble, d), "rep %d: slot %d written after it was handed back", rep, rep%slots)
+				fill(s, uint64(rep))
+				fill(want, uint64(rep))
+				pathUp(fmt.Sprint("rep ", rep))
+				giveUps := pr.a.conn.Stats().Engine.GiveUps
+				slow.Inject(fault.Fault{Kind: fault.Delay, Delay: 100 * time.Millisecond})
+				r, err := pr.b.conn.Recv(dst, off, n)
+				require.NoError(t, err)
+				snd, err := pr.a.conn.Send(src, off, n)
+				require.NoError(t, err)
+				// Once path 0 is given up, let its reset through at once;
+				// the requests it holds keep their delay.
+				for pr.a.conn.Stats().Engine.GiveUps == giveUps {
+					require.NoError(t, ctx.Err(), "rep %d: path 0 never given up", rep)
+					time.Sleep(time.Millisecond)
+				}
+				slow.Inject(fault.Fault{})
+				got, err := r.Wait(ctx)
+				require.NoError(t, err, "rep %d", rep)
+				require.Equal(t, n, got)
+				require.Equal(t, -1, firstDiff(want, d), "rep %d: first wrong byte", rep)
+				copy(d, scribble)
+				_, err = snd.Wait(ctx)
+				require.NoError(t, err, "rep %d", rep)
+				clear(s)
+			}
+			pathUp("the end")
+			for i := range slots {
+				require.Equal(t, -1, firstDiff(scribble, dst.Bytes()[i*n:(i+1)*n]), "slot %d written after it was handed back", i)
+			}
+			st := slow.Stats()
+			sa, sb := pr.a.conn.Stats(), pr.b.conn.Stats()
+			t.Logf("path 0: %d late copies; sender: %d give-ups, %d re-posts, %d resets; receiver: %d duplicates",
+				st.Late, sa.Engine.GiveUps, sa.Engine.CellsReposted, sa.Resets, sb.Engine.Duplicates)
+			require.NotZero(t, st.Late, "late copies landed while the test ran")
+			require.GreaterOrEqual(t, sa.Engine.CellsReposted, uint64(reps))
+			require.Zero(t, sa.Engine.RangesFailed+sb.Engine.RangesFailed)
+		})
+	}
+}

@@ -1,0 +1,70 @@
+package driver
+
+import "github.com/rdmacell/rdmacell/cell"
+
+// counters are the driver's own, guarded by Conn.mu.
+type counters struct {
+	cells, completions, tokens uint64
+	resetsStarted, resets      uint64
+	dead                       uint64
+	parks, keepalives          uint64
+}
+
+// Stats is a snapshot of a connection.
+type Stats struct {
+	// Engine holds the engine's counters.
+	Engine cell.Stats
+	// Paths has one entry per path.
+	Paths []PathStats
+	// CellsPosted counts cell chains the driver posted; Completions the
+	// work completions it fed the engine; TokenPolls the polls of a token
+	// ring that found tokens.
+	CellsPosted, Completions, TokenPolls uint64
+	// ResetsStarted and Resets count path resets begun and completed with
+	// the peer; DeadPaths the paths closed for good.
+	ResetsStarted, Resets, DeadPaths uint64
+	// Parks counts the times the progress goroutine parked with nothing
+	// in flight; Parked says it is parked now.
+	Parks  uint64
+	Parked bool
+	// Keepalives counts the rounds of probes sent because ranges were in
+	// flight and nothing completed for a while.
+	Keepalives uint64
+	// InFlight is the number of ranges outstanding.
+	InFlight int
+}
+
+// PathStats describes one path.
+type PathStats struct {
+	cell.PathInfo
+	// Gen is the incarnation of the path's QP pair: the number of resets
+	// completed.
+	Gen uint32
+	// Resetting says a reset is under way; Dead that the path is closed
+	// for good.
+	Resetting, Dead bool
+}
+
+// Stats returns a snapshot of the connection's counters and paths.
+func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Stats{
+		Engine:        c.eng.Stats(),
+		CellsPosted:   c.counters.cells,
+		Completions:   c.counters.completions,
+		TokenPolls:    c.counters.tokens,
+		ResetsStarted: c.counters.resetsStarted,
+		Resets:        c.counters.resets,
+		DeadPaths:     c.counters.dead,
+		Parks:         c.counters.parks,
+		Parked:        c.parked,
+		Keepalives:    c.counters.keepalives,
+		InFlight:      c.ops.live(),
+		Paths:         make([]PathStats, len(c.paths)),
+	}
+	for i, p := range c.paths {
+		s.Paths[i] = PathStats{PathInfo: c.eng.Path(i), Gen: p.gen, Resetting: p.resetting, Dead: p.dead}
+	}
+	return s
+}
