@@ -1,0 +1,297 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Comm is a communicator: a group of ranks that exchange messages. Init
+// returns the world communicator, with every rank of the job; Split makes
+// smaller ones. Its methods are safe for concurrent use.
+type Comm struct {
+	w      *world
+	id     uint64 // context id, carried by every message of the communicator
+	rank   int
+	ranks  []int       // rank in the communicator → rank in the job
+	member map[int]int // rank in the job → rank in the communicator
+
+	localRank, localSize int
+
+	closed atomic.Bool
+	// poison fails the ordered and internal channels: a rank of the
+	// communicator is gone, so no collective can complete.
+	poison atomic.Pointer[failure]
+
+	mu     sync.Mutex
+	splits uint64
+}
+
+// Rank is this process's rank in the communicator.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks in the communicator.
+func (c *Comm) Size() int { return len(c.ranks) }
+
+// LocalRank is this process's rank among the communicator's ranks on its
+// host, and LocalSize their number.
+func (c *Comm) LocalRank() int { return c.localRank }
+
+// LocalSize is the number of the communicator's ranks on this host.
+func (c *Comm) LocalSize() int { return c.localSize }
+
+// Job is the id of the job the communicator belongs to.
+func (c *Comm) Job() string { return c.w.opts.Job }
+
+// WorldRank is the rank in the job (the world communicator) of the
+// communicator's rank r, or -1 if r is out of range.
+func (c *Comm) WorldRank(r int) int {
+	if r < 0 || r >= len(c.ranks) {
+		return -1
+	}
+	return c.ranks[r]
+}
+
+// Transport names how this rank reaches rank peer: "shm", "tcp", or
+// "self"; "" if peer is out of range.
+func (c *Comm) Transport(peer int) string {
+	if peer < 0 || peer >= len(c.ranks) {
+		return ""
+	}
+	p := c.w.peers[c.ranks[peer]]
+	if p.self {
+		return "self"
+	}
+	return devNames[p.dev]
+}
+
+// Send sends buf to rank peer under tag and returns once buf may be used
+// again: small messages once they have landed in the peer's memory, large
+// ones once a receive has taken them and every byte has moved. Messages
+// to one peer with one tag are received in the order they were sent. If
+// ctx ends first the send is given up; a large message from memory of
+// Alloc may then still be read until it is finished or the communicator
+// is closed.
+func (c *Comm) Send(ctx context.Context, peer int, tag uint64, buf []byte) error {
+	h, err := c.post(true, chanUser, peer, tag, buf)
+	if err != nil {
+		return err
+	}
+	_, err = c.wait(ctx, h)
+	return err
+}
+
+// Recv receives the next message from rank peer with tag into buf and
+// returns its length. A message longer than buf fails with a
+// *TruncateError. If ctx ends first the receive is given up and takes no
+// message; if a message was already moving into memory of Alloc, that
+// memory may still be written until it is finished or the communicator is
+// closed.
+func (c *Comm) Recv(ctx context.Context, peer int, tag uint64, buf []byte) (int, error) {
+	h, err := c.post(false, chanUser, peer, tag, buf)
+	if err != nil {
+		return 0, err
+	}
+	return c.wait(ctx, h)
+}
+
+// Isend starts sending buf to rank peer under tag. buf must not change
+// until the handle completes.
+func (c *Comm) Isend(peer int, tag uint64, buf []byte) (*Handle, error) {
+	return c.post(true, chanUser, peer, tag, buf)
+}
+
+// Irecv starts receiving the next message from rank peer with tag into
+// buf. Receives for one peer and tag take messages in the order they
+// were posted; receives with different tags are independent.
+func (c *Comm) Irecv(peer int, tag uint64, buf []byte) (*Handle, error) {
+	return c.post(false, chanUser, peer, tag, buf)
+}
+
+// Alloc returns n bytes of registered memory, off the Go heap: messages
+// from and into it move without a copy. It stays valid until Free or
+// Close.
+func (c *Comm) Alloc(n int) ([]byte, error) {
+	switch {
+	case n < 0:
+		return nil, fmt.Errorf("%w: comm rank %d: Alloc(%d): want n >= 0", ErrInvalidArgument, c.rank, n)
+	case n == 0:
+		return []byte{}, nil
+	}
+	if err := c.w.failure(); err != nil {
+		return nil, err
+	}
+	r, err := c.w.mem.alloc(n, true)
+	if err != nil {
+		return nil, fmt.Errorf("comm: rank %d: Alloc(%d): %w", c.rank, n, err)
+	}
+	return r.bytes(), nil
+}
+
+// Free releases memory from Alloc. It must not be in use by an operation
+// in progress.
+func (c *Comm) Free(b []byte) error { return c.w.mem.free(b) }
+
+// P2P returns the communicator's ordered channel, on which the
+// collectives are built: its messages are matched strictly in posting
+// order per pair of ranks, and a tag that differs from the receiver's is
+// a *MismatchError. Its messages never mix with those of Send and Recv.
+func (c *Comm) P2P() P2P { return ordered{c} }
+
+// Abort fails every operation of the job, on this rank and on every rank
+// it can reach, with an *AbortError naming this rank and err. It returns
+// within about a second whatever the state of the other ranks; the
+// communicator (and every one of the job) is unusable after it, and Close
+// still releases its resources.
+func (c *Comm) Abort(err error) { c.w.abort(err) }
+
+// Close closes the communicator. Closing the world communicator releases
+// everything: every connection, registered region (Alloc's included),
+// shared-memory segment and the job membership; it first says goodbye to
+// every rank and waits, at most Options.CloseTimeout, for theirs, so that
+// nothing still moving between them is cut off. Operations in progress
+// fail with ErrClosed. Closing a communicator from Split only ends its
+// own operations. Close is idempotent.
+func (c *Comm) Close() error {
+	if c.id == worldID {
+		return c.w.close()
+	}
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	err := fmt.Errorf("comm: rank %d: %w", c.rank, ErrClosed)
+	for _, r := range c.ranks {
+		p := c.w.peers[r]
+		p.mu.Lock()
+		p.cancelWhereLocked(err, func(h *Handle) bool { return h.c == c })
+		p.mu.Unlock()
+		p.wake()
+	}
+	c.w.mu.Lock()
+	delete(c.w.comms, c.id)
+	c.w.mu.Unlock()
+	return nil
+}
+
+// post validates and starts a send or receive on a channel.
+func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte) (*Handle, error) {
+	if peer < 0 || peer >= len(c.ranks) {
+		op := "receive from"
+		if send {
+			op = "send to"
+		}
+		return nil, fmt.Errorf("%w: comm rank %d: %s peer %d: want 0 <= peer < size %d", ErrInvalidArgument, c.rank, op, peer, len(c.ranks))
+	}
+	p := c.w.peers[c.ranks[peer]]
+	h := newHandle()
+	h.p, h.c, h.peerCR, h.send, h.chKind, h.ctx, h.tag, h.buf = p, c, peer, send, kind, c.id, tag, buf
+	h.reg, h.regOff = c.w.mem.lookup(buf)
+	p.mu.Lock()
+	if err := c.check(p, kind); err != nil {
+		p.mu.Unlock()
+		return nil, err
+	}
+	if send {
+		p.postSendLocked(h)
+	} else {
+		p.postRecvLocked(h)
+	}
+	p.mu.Unlock()
+	// The pump waits on the oldest range of each stream, which the post
+	// may just have added.
+	p.wake()
+	return h, nil
+}
+
+// check says why an operation with p on a channel kind cannot start.
+func (c *Comm) check(p *peer, kind uint8) error {
+	if err := c.w.failure(); err != nil {
+		return err
+	}
+	if c.closed.Load() {
+		return fmt.Errorf("comm: rank %d: %w", c.rank, ErrClosed)
+	}
+	if kind != chanUser {
+		if f := c.poison.Load(); f != nil {
+			return f.err
+		}
+	}
+	return p.err
+}
+
+// wait waits for h and gives it up if ctx ends first.
+func (c *Comm) wait(ctx context.Context, h *Handle) (int, error) {
+	n, err := h.Wait(ctx)
+	if h.done() {
+		return h.n, h.err
+	}
+	h.p.mu.Lock()
+	h.cancelLocked(err)
+	h.p.mu.Unlock()
+	h.p.wake()
+	return n, err
+}
+
+// poisonOrdered fails the ordered and internal channels of c with err.
+func (c *Comm) poisonOrdered(err error) {
+	if !c.poison.CompareAndSwap(nil, &failure{err}) {
+		return
+	}
+	for _, r := range c.ranks {
+		q := c.w.peers[r]
+		q.mu.Lock()
+		q.cancelWhereLocked(err, func(h *Handle) bool { return h.c == c && h.chKind != chanUser })
+		q.mu.Unlock()
+		q.wake()
+	}
+}
+
+// idle reports that nothing is in progress and every goroutine of the
+// communicator's peers is parked: an idle communicator uses no CPU.
+func (c *Comm) idle() bool {
+	for _, p := range c.w.peers {
+		if p.self {
+			continue
+		}
+		p.mu.Lock()
+		busy := p.live != nil || p.pend.len() > 0 || p.sdone != p.sseq || p.brecvF.len() > 0 || p.bsendF.len() > 0
+		p.mu.Unlock()
+		if busy || !p.parked.Load() {
+			return false
+		}
+		for _, l := range []link{p.ctl, p.bulk} {
+			if l != nil && !l.parked() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ordered is a communicator's ordered channel.
+type ordered struct{ c *Comm }
+
+func (o ordered) Rank() int { return o.c.rank }
+
+func (o ordered) Size() int { return len(o.c.ranks) }
+
+func (o ordered) Isend(peer int, tag uint64, buf []byte) (Request, error) {
+	h, err := o.c.post(true, chanOrdered, peer, tag, buf)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (o ordered) Irecv(peer int, tag uint64, buf []byte) (Request, error) {
+	h, err := o.c.post(false, chanOrdered, peer, tag, buf)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (o ordered) Alloc(n int) ([]byte, error) { return o.c.Alloc(n) }
+
+func (o ordered) Free(b []byte) error { return o.c.Free(b) }

@@ -1,0 +1,110 @@
+// Package comm is the communicator of RDMACell: the ranks of a job, one
+// connection mesh between them, registered memory, point-to-point
+// messages, liveness, Abort and sub-communicators.
+//
+// # Starting
+//
+// Init joins the job through the bootstrap (etcd), waits for every rank,
+// and connects to each peer: over shared memory (verbs/shm) to ranks of
+// the same host, over TCP (verbs/tcp, authenticated with the job's
+// secret) to the others, or as Options.Transport says. With zero Options
+// it reads the launcher's environment (RDMACELL_RANK, RDMACELL_WORLD_SIZE,
+// RDMACELL_JOB, RDMACELL_ETCD_ENDPOINTS and the knobs listed at
+// OptionsFromEnv); anything missing or malformed is an error that names
+// the variable and its value.
+//
+// # Messages
+//
+// Send and Recv (and Isend and Irecv, which return a *Handle) move
+// messages of any size, from 0 bytes up, between caller buffers, matched
+// as in MPI: a message goes to the oldest receive posted for its sender
+// and tag, and messages with one sender and tag arrive in the order they
+// were sent. Buffers from Alloc are registered memory off the Go heap
+// and move without a copy; other buffers move through a bounded set of
+// registered staging buffers, in chunks, so a message of gigabytes needs
+// no more memory than a small one.
+//
+// P2P returns the ordered channel the collectives are built on: there the
+// n-th receive a rank posts for a peer takes the n-th message that peer
+// sent, and a tag that differs is a *MismatchError for the receive and for
+// the send. Its messages, those of Send and Recv, and those of every
+// communicator made by Split travel on separate channels of the same
+// connections and never take each other's place.
+//
+// # Protocol
+//
+// Each pair of ranks has two cell connections (package cell/driver), each
+// over Options.Paths queue pairs. A cell connection moves ranges of
+// registered memory strictly in order: the k-th send fills the k-th
+// receive the peer posted. Tag matching needs the receiver to choose where
+// a message goes, so the pair uses one connection for each of two streams
+// whose order is fixed by different ends:
+//
+//   - The control stream, in the sender's order. Each end keeps ctlSlots
+//     receives of slotSize bytes posted for its peer; the k-th slot it
+//     sends fills the peer's buffer k mod ctlSlots. A slot packs as many
+//     waiting messages as fit, behind a header with the slot's sequence
+//     number, its length, a CRC-32C, and eager credits handed back.
+//   - The bulk stream, in the receiver's order: a receiver posts a range
+//     for a chunk of a message and then asks for it, and the sender
+//     answers the requests in the order they arrive, each with one send.
+//
+// Messages on the control stream, each a 56-byte header and a payload:
+//
+//	HELLO  the first message: protocol version, rank, world size, job id
+//	EAGER  a whole message of at most eagerMax bytes, inline
+//	RTS    a larger message (channel, tag, length, id, registered or not)
+//	CTS    "bytes [off, off+len) of message id, please": the receiver has
+//	       posted the bulk receive they fill
+//	NACK   the receiver refuses message id: too long for the buffer
+//	       (*TruncateError), another tag expected on the ordered channel
+//	       (*MismatchError), or the receive was given up
+//	BYE    the sender is closing
+//	ABORT  the sender aborted the job, with the cause
+//
+// An EAGER message completes at the sender once its slot has landed. A
+// receiver holds at most eagerCredits unmatched eager messages per peer
+// (copied out of their slots, so that slots are reposted at once); a
+// sender without credit sends an RTS instead. For an RTS the receiver,
+// once a receive matched it, asks for the message: in one range when both
+// buffers are registered (zero copy), else in chunks of stageChunk bytes
+// directly into its registered buffer or into a staging buffer, a few
+// chunks in flight at a time; the sender answers from its registered
+// buffer or through a staging buffer. A message given up while it moves
+// is answered with empty ranges, which keeps the stream in step and tells
+// the receiver.
+//
+// Staging buffers are a fixed set per direction (see staging.go); sends
+// never wait for buffers receives hold, so two ranks exchanging large
+// messages cannot starve each other.
+//
+// # Progress
+//
+// One goroutine per peer acts on completed ranges in stream order and
+// posts what can be posted; posting a message does the same at once in
+// the caller's goroutine. With nothing to do it blocks in select, as the
+// driver's progress goroutines park in their completion queues: an idle
+// communicator uses no CPU.
+//
+// # Failures
+//
+// The bootstrap's lease is the liveness signal: when a rank dies, every
+// pending and later operation with it fails with a *PeerError naming its
+// rank, host and pid and wrapping the bootstrap's *RankDeadError, about one
+// lease TTL after the death; so does every operation on the ordered
+// channel of the communicators it belonged to, since their collectives
+// cannot complete. A connection that fails first is taken down at once,
+// so nothing lands in caller memory any more, and its cause is looked for
+// for up to a lease TTL. Once connected the data path needs no etcd.
+//
+// Abort tells every rank it can reach, over the control streams and
+// through the bootstrap, and every waiter of the job fails with an
+// *AbortError naming the aborting rank. A goodbye or an abort that landed
+// in a control slot is read even when the connection fails before its
+// completion arrives (salvage): the slot's sequence number and checksum
+// say it landed whole.
+//
+// Close says goodbye to every peer and waits, at most CloseTimeout, for
+// theirs, then releases every connection, region and shared-memory
+// segment and leaves the job.
+package comm

@@ -1,0 +1,344 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/cell/driver"
+	"github.com/rdmacell/rdmacell/verbs/shm"
+	"github.com/rdmacell/rdmacell/verbs/tcp"
+)
+
+// Init joins the job and connects this rank to every other: it registers
+// with the bootstrap, waits for every rank, opens the transports, sets up
+// two cell connections per peer through the bootstrap's key-value store,
+// passes a setup barrier and exchanges a hello with every peer. It returns
+// the world communicator. All of it is bounded by ctx and by
+// Options.RendezvousTimeout.
+//
+// With zero Options (WorldSize 0), Init reads the launcher's environment
+// (see OptionsFromEnv); fields set in opts other than the rank, world
+// size, job and etcd ones then override the environment's.
+func Init(ctx context.Context, opts Options) (*Comm, error) {
+	if opts.WorldSize == 0 {
+		env, err := OptionsFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		opts = overlay(env, opts)
+	}
+	if opts.Debug == "" {
+		opts.Debug = os.Getenv(EnvDebug)
+		if _, err := parseDebug(opts.Debug); err != nil {
+			return nil, &EnvError{Var: EnvDebug, Value: opts.Debug, Want: debugWant}
+		}
+	}
+	if err := opts.resolve(); err != nil {
+		return nil, err
+	}
+	w := newWorld(opts, newLogger(opts.Logger, opts.Debug))
+	ctx, cancel := context.WithTimeout(ctx, opts.RendezvousTimeout)
+	defer cancel()
+	if err := w.start(ctx); err != nil {
+		w.setFailure(err)
+		_ = w.release(err)
+		return nil, fmt.Errorf("comm: rank %d of job %q: init: %w", opts.Rank, opts.Job, err)
+	}
+	w.log.Debug("communicator ready", "world_size", w.size, "host", w.host,
+		"local_rank", w.localRank, "local_size", w.localSize)
+	return w.comm, nil
+}
+
+// overlay returns env with the fields set in o.
+func overlay(env, o Options) Options {
+	if o.LocalWorldSize != 0 {
+		env.LocalRank, env.LocalWorldSize = o.LocalRank, o.LocalWorldSize
+	}
+	if o.RendezvousTimeout != 0 {
+		env.RendezvousTimeout = o.RendezvousTimeout
+	}
+	if o.LeaseTTL != 0 {
+		env.LeaseTTL = o.LeaseTTL
+	}
+	if o.Host != "" {
+		env.Host = o.Host
+	}
+	if o.Transport != "" {
+		env.Transport = o.Transport
+	}
+	if o.Paths != 0 {
+		env.Paths = o.Paths
+	}
+	if o.CellSize != 0 {
+		env.CellSize = o.CellSize
+	}
+	if o.Policy != "" {
+		env.Policy = o.Policy
+	}
+	if o.TCPAddr != "" {
+		env.TCPAddr = o.TCPAddr
+	}
+	if o.Debug != "" {
+		env.Debug = o.Debug
+	}
+	if o.CloseTimeout != 0 {
+		env.CloseTimeout = o.CloseTimeout
+	}
+	if o.Logger != nil {
+		env.Logger = o.Logger
+	}
+	if o.tcpSecret != nil {
+		env.tcpSecret = o.tcpSecret
+	}
+	return env
+}
+
+// start does the work of Init.
+func (w *world) start(ctx context.Context) error {
+	o := &w.opts
+	job, err := bootstrap.Join(ctx, bootstrap.Config{
+		Client:       o.Etcd,
+		Job:          o.Job,
+		Rank:         o.Rank,
+		WorldSize:    o.WorldSize,
+		Host:         o.Host,
+		Capabilities: []string{TransportShm, TransportTCP},
+		LeaseTTL:     o.LeaseTTL,
+		Logger:       w.log.With("component", "bootstrap"),
+	})
+	if err != nil {
+		return err
+	}
+	w.job = job
+	w.host = job.Self().Host
+	members, err := job.WaitWorld(ctx)
+	if err != nil {
+		return err
+	}
+	w.peers = make([]*peer, w.size)
+	for r, m := range members {
+		p := newPeer(w, r)
+		p.host, p.pid, p.self = m.Host, m.PID, r == w.rank
+		w.peers[r] = p
+		if p.self {
+			close(p.exited)
+		} else {
+			go p.run()
+		}
+	}
+	w.wg.Add(1)
+	go w.watchDepartures()
+
+	if err := w.openDevices(); err != nil {
+		return err
+	}
+	if err := w.connect(ctx); err != nil {
+		return err
+	}
+	if err := job.Barrier(ctx, "comm/setup"); err != nil {
+		return err
+	}
+	if err := w.greet(ctx); err != nil {
+		return err
+	}
+	for _, p := range w.peers {
+		if !p.self {
+			w.wg.Add(1)
+			go w.watchAborts(p)
+		}
+	}
+	ranks := make([]int, w.size)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	c, err := w.newComm(worldID, ranks)
+	if err != nil {
+		return err
+	}
+	if o.LocalWorldSize > 0 {
+		c.localRank, c.localSize = o.LocalRank, o.LocalWorldSize
+	}
+	w.localRank, w.localSize = c.localRank, c.localSize
+	w.comm = c
+	return nil
+}
+
+// openDevices picks each peer's transport and opens the devices needed.
+func (w *world) openDevices() error {
+	single := true
+	for _, p := range w.peers {
+		if p.host != w.host {
+			single = false
+		}
+	}
+	var need [numDevices]bool
+	for _, p := range w.peers {
+		if p.self {
+			continue
+		}
+		switch w.opts.Transport {
+		case TransportShm:
+			if p.host != w.host {
+				return &OptionError{Field: "Transport", Value: `"shm"`,
+					Want: fmt.Sprintf("auto or tcp: rank %d is on host %q, this rank on %q", p.rank, p.host, w.host)}
+			}
+			p.dev = devShm
+		case TransportTCP:
+			p.dev = devTCP
+		default:
+			p.dev = devTCP
+			if p.host == w.host {
+				p.dev = devShm
+			}
+		}
+		need[p.dev] = true
+	}
+	if need[devShm] {
+		d, err := shm.Open(shm.Options{Host: w.host})
+		if err != nil {
+			return err
+		}
+		w.devs[devShm] = d
+	}
+	if need[devTCP] {
+		addr := "127.0.0.1:0"
+		if !single {
+			addr = ":0"
+		}
+		if w.opts.TCPAddr != "" {
+			addr, _ = tcpListenAddr(w.opts.TCPAddr)
+		}
+		secret := w.job.Secret()
+		if w.opts.tcpSecret != nil {
+			secret = w.opts.tcpSecret
+		}
+		d, err := tcp.Open(tcp.Options{ListenAddr: addr, Secret: secret, Host: w.host,
+			Logger: w.log.With("component", "tcp")})
+		if err != nil {
+			return err
+		}
+		w.devs[devTCP] = d
+	}
+	for i, d := range w.devs {
+		if d == nil {
+			continue
+		}
+		pd, err := d.AllocPD()
+		if err != nil {
+			return fmt.Errorf("%s: allocate protection domain: %w", devNames[i], err)
+		}
+		w.mem.pds[i] = pd
+	}
+	return nil
+}
+
+// etcdExchange swaps a connection's setup information with the peer
+// through the bootstrap.
+type etcdExchange struct {
+	job  *bootstrap.Job
+	peer int
+	key  string
+}
+
+func (x etcdExchange) Exchange(ctx context.Context, local []byte) ([]byte, error) {
+	if err := x.job.Put(ctx, x.peer, x.key, local); err != nil {
+		return nil, err
+	}
+	return x.job.Get(ctx, x.peer, x.key)
+}
+
+// connect sets up the two cell connections to every peer, all at once.
+func (w *world) connect(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, p := range w.peers {
+		if p.self {
+			continue
+		}
+		var err error
+		if p.slots, err = w.mem.alloc(2*ctlSlots*slotSize, false); err != nil {
+			return fmt.Errorf("control slots for rank %d: %w", p.rank, err)
+		}
+		p.slotLKey, p.slotRKey = p.slots.mrs[p.dev].LKey(), p.slots.mrs[p.dev].RKey()
+		for _, kind := range []string{"ctl", "bulk"} {
+			wg.Go(func() {
+				c, err := driver.Dial(ctx, driver.Config{
+					Peer:     fmt.Sprintf("rank %d %s", p.rank, kind),
+					Device:   w.devs[p.dev],
+					PD:       w.mem.pds[p.dev],
+					Paths:    w.opts.Paths,
+					Policy:   w.opts.Policy,
+					CellSize: w.opts.CellSize,
+					Logger:   w.log.With("component", "cell"),
+				}, etcdExchange{job: w.job, peer: p.rank, key: "comm/" + kind})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("connect to rank %d (host %s, pid %d) over %s: %w",
+						p.rank, p.host, p.pid, devNames[p.dev], err))
+					return
+				}
+				p.mu.Lock()
+				if kind == "ctl" {
+					p.ctl = driverLink{c}
+				} else {
+					p.bulk = driverLink{c}
+				}
+				p.mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// greet posts the control receives, starts the streams with a hello and
+// waits for every peer's: a peer that answers is the right rank of the
+// right job, and its connections carry data.
+func (w *world) greet(ctx context.Context) error {
+	for _, p := range w.peers {
+		if p.self {
+			continue
+		}
+		p.mu.Lock()
+		var err error
+		for s := uint64(0); s < ctlSlots && err == nil; s++ {
+			err = p.postCtlRecvLocked(s)
+		}
+		if err != nil {
+			p.mu.Unlock()
+			return fmt.Errorf("rank %d: post control receives: %w", p.rank, err)
+		}
+		p.queueHelloLocked()
+		p.mu.Unlock()
+		p.wake()
+	}
+	for _, p := range w.peers {
+		if p.self {
+			continue
+		}
+		select {
+		case <-p.hello:
+			continue
+		case <-ctx.Done():
+		case <-p.gone:
+		case <-p.downCh:
+		}
+		p.mu.Lock()
+		why := p.linkErr
+		if why == nil {
+			why = p.goneErr
+		}
+		p.mu.Unlock()
+		if why == nil {
+			why = ctx.Err()
+		}
+		return fmt.Errorf("no hello from rank %d (host %s, pid %d) over %s: %w", p.rank, p.host, p.pid, devNames[p.dev], why)
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package comm
+
+// Matching. Every message names its channel (the communicator's context id
+// and the channel kind) and a tag. A channel of a peer holds the receives
+// posted for it that no message has taken yet, and the messages arrived
+// that no receive has taken yet, each in arrival order. On the user
+// channel a message goes to the oldest receive with its tag; on the
+// ordered and internal channels to the oldest receive, whatever its tag,
+// and a tag that differs is a mismatch.
+
+// chanKey names a channel: a communicator's context id and a kind.
+type chanKey struct {
+	ctx  uint64
+	kind uint8
+}
+
+// channel is one channel's queues at one peer.
+type channel struct {
+	postedHead, postedTail *Handle
+	unexpHead, unexpTail   *inMsg
+}
+
+// kindLocal marks a message a rank sent to itself: it is the sender's
+// handle, copied from when a receive takes it.
+const kindLocal msgKind = 0xFF
+
+// inMsg is a message that arrived before its receive.
+type inMsg struct {
+	next  *inMsg
+	kind  msgKind // kindEager, kindRTS or kindLocal
+	tag   uint64
+	id    uint64
+	n     int
+	reg   bool   // the sender's memory is registered
+	data  []byte // an eager message's copy, from the peer's free list
+	local *Handle
+}
+
+func (p *peer) channelLocked(k chanKey) *channel {
+	ch := p.chans[k]
+	if ch == nil {
+		ch = &channel{}
+		p.chans[k] = ch
+	}
+	return ch
+}
+
+func (ch *channel) pushPosted(h *Handle) {
+	h.next = nil
+	if ch.postedTail == nil {
+		ch.postedHead = h
+	} else {
+		ch.postedTail.next = h
+	}
+	ch.postedTail = h
+}
+
+// takePosted removes and returns the receive a message with tag goes to,
+// dropping receives given up on the way.
+func (ch *channel) takePosted(tag uint64, ordered bool) *Handle {
+	var prev *Handle
+	for h := ch.postedHead; h != nil; {
+		next := h.next
+		stale := h.done() || h.abandoned
+		if stale || ordered || h.tag == tag {
+			if prev == nil {
+				ch.postedHead = next
+			} else {
+				prev.next = next
+			}
+			if ch.postedTail == h {
+				ch.postedTail = prev
+			}
+			h.next = nil
+			if !stale {
+				return h
+			}
+		} else {
+			prev = h
+		}
+		h = next
+	}
+	return nil
+}
+
+func (ch *channel) pushUnexp(m *inMsg) {
+	m.next = nil
+	if ch.unexpTail == nil {
+		ch.unexpHead = m
+	} else {
+		ch.unexpTail.next = m
+	}
+	ch.unexpTail = m
+}
+
+// takeUnexp removes and returns the message a receive with tag takes.
+// Messages a rank sent itself and then gave up are dropped on the way.
+func (p *peer) takeUnexp(ch *channel, tag uint64, ordered bool) *inMsg {
+	var prev *inMsg
+	for m := ch.unexpHead; m != nil; {
+		next := m.next
+		stale := m.kind == kindLocal && (m.local.done() || m.local.abandoned)
+		if stale || ordered || m.tag == tag {
+			if prev == nil {
+				ch.unexpHead = next
+			} else {
+				prev.next = next
+			}
+			if ch.unexpTail == m {
+				ch.unexpTail = prev
+			}
+			m.next = nil
+			if !stale {
+				return m
+			}
+			p.freeMsgLocked(m)
+		} else {
+			prev = m
+		}
+		m = next
+	}
+	return nil
+}
+
+func (p *peer) newMsgLocked() *inMsg {
+	m := p.freeMsgs
+	if m == nil {
+		return &inMsg{}
+	}
+	p.freeMsgs = m.next
+	m.next = nil
+	return m
+}
+
+// freeMsgLocked recycles m; an eager copy goes back to the free list and
+// its credit back to the peer.
+func (p *peer) freeMsgLocked(m *inMsg) {
+	if m.data != nil {
+		p.freeBufs = append(p.freeBufs, m.data[:0])
+	}
+	*m = inMsg{next: p.freeMsgs}
+	p.freeMsgs = m
+}
+
+// eagerBufLocked returns a buffer for an unexpected eager message. There
+// are at most eagerCredits of them per peer.
+func (p *peer) eagerBufLocked(n int) []byte {
+	if k := len(p.freeBufs); k > 0 {
+		b := p.freeBufs[k-1]
+		p.freeBufs = p.freeBufs[:k-1]
+		return b[:n]
+	}
+	return make([]byte, n, eagerMax)
+}
+
+// incomingLocked handles an EAGER or RTS message: it goes to its receive
+// if one is posted, or waits in its channel. payload is an eager
+// message's bytes in the control slot, valid only during the call.
+func (p *peer) incomingLocked(h *header, payload []byte) {
+	ch := p.channelLocked(chanKey{h.ctx, h.chKind})
+	m := p.newMsgLocked()
+	m.kind, m.tag, m.id, m.n = h.kind, h.tag, h.id, int(h.length)
+	m.reg = h.flags&flagRegistered != 0
+	if r := ch.takePosted(h.tag, h.chKind != chanUser); r != nil {
+		p.deliverLocked(r, m, payload)
+		p.freeMsgLocked(m)
+		return
+	}
+	if m.kind == kindEager {
+		m.data = p.eagerBufLocked(len(payload))
+		copy(m.data, payload)
+	}
+	ch.pushUnexp(m)
+}
+
+// deliverLocked gives message m to receive r. For an eager message
+// arriving now, payload holds its bytes; otherwise they are in m.
+func (p *peer) deliverLocked(r *Handle, m *inMsg, payload []byte) {
+	if m.kind == kindEager {
+		if m.data != nil {
+			payload = m.data
+		}
+		p.owed++ // its slot or copy is free once this returns
+	}
+	if r.chKind != chanUser && m.tag != r.tag {
+		mis := &MismatchError{Rank: r.c.rank, Peer: r.peerCR, Want: r.tag, Got: m.tag}
+		switch m.kind {
+		case kindRTS:
+			p.queueNackLocked(m.id, reasonMismatch, r.tag)
+		case kindLocal:
+			m.local.finishLocked(0, mis)
+		}
+		r.finishLocked(0, mis)
+		return
+	}
+	if m.n > len(r.buf) {
+		trunc := &TruncateError{Rank: r.c.rank, Peer: r.peerCR, Tag: m.tag, Len: m.n, Cap: len(r.buf)}
+		switch m.kind {
+		case kindRTS:
+			p.queueNackLocked(m.id, reasonTruncate, uint64(len(r.buf)))
+		case kindLocal:
+			m.local.finishLocked(0, trunc)
+		}
+		r.finishLocked(0, trunc)
+		return
+	}
+	switch m.kind {
+	case kindEager:
+		copy(r.buf, payload)
+		r.finishLocked(m.n, nil)
+	case kindLocal:
+		copy(r.buf, m.local.buf)
+		m.local.finishLocked(m.n, nil)
+		r.finishLocked(m.n, nil)
+	case kindRTS:
+		r.id, r.total = m.id, m.n
+		r.zero = r.reg != nil && m.reg
+		p.rxWait = append(p.rxWait, r)
+	}
+}
+
+// postRecvLocked matches a new receive against the messages waiting in
+// its channel, or queues it.
+func (p *peer) postRecvLocked(r *Handle) {
+	p.linkLive(r)
+	ch := p.channelLocked(chanKey{r.ctx, r.chKind})
+	if m := p.takeUnexp(ch, r.tag, r.chKind != chanUser); m != nil {
+		p.deliverLocked(r, m, nil)
+		p.freeMsgLocked(m)
+		p.progressLocked()
+		return
+	}
+	ch.pushPosted(r)
+}
+
+// postSendLocked starts a send: eager when it is small and credits allow,
+// else announced with an RTS. A send to this rank itself waits in the
+// channel as a message until a receive copies it.
+func (p *peer) postSendLocked(s *Handle) {
+	p.linkLive(s)
+	s.total = len(s.buf)
+	if p.self {
+		ch := p.channelLocked(chanKey{s.ctx, s.chKind})
+		m := p.newMsgLocked()
+		m.kind, m.tag, m.n, m.local = kindLocal, s.tag, len(s.buf), s
+		if r := ch.takePosted(s.tag, s.chKind != chanUser); r != nil {
+			p.deliverLocked(r, m, nil)
+			p.freeMsgLocked(m)
+			return
+		}
+		ch.pushUnexp(m)
+		return
+	}
+	p.nextID++
+	s.id = p.nextID
+	h := header{chKind: s.chKind, ctx: s.ctx, tag: s.tag, id: s.id, length: uint64(len(s.buf))}
+	if len(s.buf) <= eagerMax && p.credits > 0 {
+		p.credits--
+		h.kind = kindEager
+		p.pend.push(ctlItem{h: h, payload: s.buf, handle: s})
+	} else {
+		h.kind = kindRTS
+		if s.reg != nil {
+			h.flags |= flagRegistered
+		}
+		p.tx[s.id] = s
+		p.pend.push(ctlItem{h: h, handle: s})
+	}
+	p.progressLocked()
+}

@@ -1,0 +1,256 @@
+package comm
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// peer is this rank's end of everything it exchanges with one other rank
+// (or with itself): the two links, the control slots, the matching state of
+// every channel, and the goroutine that makes progress. Its state is
+// guarded by mu; handles of operations involving the peer are too.
+type peer struct {
+	w    *world
+	rank int // in the job
+	host string
+	pid  int
+	self bool
+	dev  int // index of the device of its links
+
+	ctl, bulk link
+	slots     *region // control slots: ctlSlots to receive into, then ctlSlots to send from
+	slotLKey  uint32
+	slotRKey  uint32
+
+	kick   chan struct{} // wakes the pump
+	exited chan struct{} // closed when the pump returns
+	hello  chan struct{} // closed when the peer's HELLO arrived
+	quiet  chan struct{} // closed when Close may release the links
+	gone   chan struct{} // closed when the bootstrap reported the rank gone
+	downCh chan struct{} // closed when the links went down
+	parked atomic.Bool   // the pump waits with nothing to do
+
+	mu sync.Mutex
+	// err fails every operation that involves the peer.
+	err error
+	// down: the links were aborted (or failed); nothing moves any more.
+	down bool
+	// suspect: a link failed and the cause is being looked for.
+	suspect bool
+	linkErr error
+	goneErr error // the bootstrap's report, once gone is closed
+	stop    bool  // the pump must return
+	closing bool  // this rank is closing: goodbye sent or being sent
+
+	// Control stream, receiving: rops[s%ctlSlots] is the receive of slot
+	// sequence s; rseq is the next slot to process.
+	rops [ctlSlots]op
+	rseq uint64
+	// Control stream, sending: slots sdone..sseq-1 are in flight.
+	sslots [ctlSlots]sendSlot
+	sseq   uint64
+	sdone  uint64
+	pend   ring[ctlItem]
+	sw     slotWriter
+	// Eager credits: how many eager messages may still be sent, and how
+	// many matched messages of the peer's are to be credited back.
+	credits int
+	owed    int
+
+	nextID uint64
+	tx     map[uint64]*Handle // rendezvous sends waiting for their CTSs
+
+	// Bulk stream: sends answered and waiting to be posted, posted sends,
+	// posted receives, and receives with chunks still to ask for.
+	bsendQ ring[bulkXfer]
+	bsendF ring[bulkXfer]
+	brecvF ring[bulkXfer]
+	rxWait []*Handle
+
+	chans map[chanKey]*channel
+	live  *Handle // handles of operations in progress, linked by nextLive
+
+	// Free lists of unexpected-message records and eager copies.
+	freeMsgs *inMsg
+	freeBufs [][]byte
+
+	helloSeen          bool
+	byeQueued          bool
+	byeSeq             uint64 // the slot the goodbye went in
+	byeLanded, byeSeen bool
+	quietDone          bool
+	abortQueued        bool
+	abortSeq           uint64
+	abortLanded        bool
+
+	// Actions the pump takes after releasing mu, because they lock other
+	// peers: a peer failure to spread, an abort to spread.
+	failPending  error
+	abortPending *AbortError
+}
+
+// sendSlot is a control slot in flight and the eager sends packed in it.
+type sendSlot struct {
+	op      op
+	handles []*Handle
+}
+
+// ctlItem is a control message waiting for a slot.
+type ctlItem struct {
+	h       header
+	payload []byte
+	handle  *Handle // an eager send, complete once its slot has landed
+}
+
+// bulkXfer is one range of the bulk stream.
+type bulkXfer struct {
+	op     op
+	h      *Handle // nil for the answer to a CTS of a message given up
+	off, n int
+	stage  int // staging buffer index, -1 when the range is the handle's own memory
+}
+
+// Limits of the bulk stream per peer, within the engine's 64 ranges per
+// direction: ranges posted, and chunks in flight for one staged message.
+const (
+	maxBulkRanges = 32
+	maxChunkDepth = 4
+)
+
+func newPeer(w *world, rank int) *peer {
+	return &peer{
+		w:       w,
+		rank:    rank,
+		kick:    make(chan struct{}, 1),
+		exited:  make(chan struct{}),
+		hello:   make(chan struct{}),
+		quiet:   make(chan struct{}),
+		gone:    make(chan struct{}),
+		downCh:  make(chan struct{}),
+		credits: eagerCredits,
+		tx:      make(map[uint64]*Handle),
+		chans:   make(map[chanKey]*channel),
+	}
+}
+
+// wake makes the pump look again.
+func (p *peer) wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *peer) linkLive(h *Handle) {
+	h.live = true
+	h.prevLive, h.nextLive = nil, p.live
+	if p.live != nil {
+		p.live.prevLive = h
+	}
+	p.live = h
+}
+
+func (p *peer) unlinkLive(h *Handle) {
+	if h.prevLive != nil {
+		h.prevLive.nextLive = h.nextLive
+	} else {
+		p.live = h.nextLive
+	}
+	if h.nextLive != nil {
+		h.nextLive.prevLive = h.prevLive
+	}
+	h.prevLive, h.nextLive, h.live = nil, nil, false
+}
+
+// cancelWhereLocked gives up every live handle for which match holds.
+func (p *peer) cancelWhereLocked(err error, match func(*Handle) bool) {
+	for h := p.live; h != nil; {
+		next := h.nextLive
+		if match == nil || match(h) {
+			h.cancelLocked(err)
+		}
+		h = next
+	}
+}
+
+// run is the peer's progress goroutine. It acts on completed ranges in
+// stream order, posts what can be posted, and otherwise waits on the
+// oldest range of each queue and on its kick channel: an idle peer blocks
+// in select and costs no CPU.
+func (p *peer) run() {
+	defer close(p.exited)
+	for {
+		p.mu.Lock()
+		p.reapLocked()
+		p.progressLocked()
+		if p.stop {
+			p.mu.Unlock()
+			return
+		}
+		var cr, cs, br, bs <-chan struct{}
+		if !p.down {
+			cr = doneOf(p.rops[p.rseq%ctlSlots])
+			if p.sdone != p.sseq {
+				cs = doneOf(p.sslots[p.sdone%ctlSlots].op)
+			}
+			if p.brecvF.len() > 0 {
+				br = doneOf(p.brecvF.front().op)
+			}
+			if p.bsendF.len() > 0 {
+				bs = doneOf(p.bsendF.front().op)
+			}
+		}
+		fail, abort := p.failPending, p.abortPending
+		p.failPending, p.abortPending = nil, nil
+		p.mu.Unlock()
+
+		if abort != nil {
+			p.w.abortFrom(abort)
+			continue
+		}
+		if fail != nil {
+			p.w.failPeer(p, fail, false)
+			continue
+		}
+		p.parked.Store(true)
+		select {
+		case <-cr:
+		case <-cs:
+		case <-br:
+		case <-bs:
+		case <-p.kick:
+		}
+		p.parked.Store(false)
+	}
+}
+
+// reapLocked acts on every range at the head of its queue that has
+// completed.
+func (p *peer) reapLocked() {
+	for !p.down {
+		switch {
+		case p.rops[p.rseq%ctlSlots] != nil && isDone(p.rops[p.rseq%ctlSlots]):
+			p.ctlReceivedLocked()
+		case p.sdone != p.sseq && isDone(p.sslots[p.sdone%ctlSlots].op):
+			p.ctlSentLocked()
+		case p.brecvF.len() > 0 && isDone(p.brecvF.front().op):
+			p.bulkReceivedLocked()
+		case p.bsendF.len() > 0 && isDone(p.bsendF.front().op):
+			p.bulkSentLocked()
+		default:
+			return
+		}
+	}
+}
+
+// progressLocked posts what can be posted: chunks to ask for, control
+// messages, bulk sends.
+func (p *peer) progressLocked() {
+	if p.down || p.self {
+		return
+	}
+	p.askLocked()
+	p.flushLocked()
+	p.postBulkSendsLocked()
+	p.checkQuietLocked()
+}

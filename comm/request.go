@@ -1,0 +1,146 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+)
+
+// Handle is a send or receive in flight, as Isend and Irecv return it. It
+// implements Request. Its methods are safe for concurrent use.
+type Handle struct {
+	// Fields below are guarded by the lock of the peer the operation
+	// involves, except where noted.
+	p      *peer
+	c      *Comm
+	peerCR int // the peer's rank in c
+	send   bool
+	chKind uint8
+	ctx    uint64
+	tag    uint64
+	buf    []byte
+	reg    *region // the region buf lies in, nil when buf is not registered
+	regOff int
+
+	// next links the handle into its channel's queue of posted receives;
+	// prevLive and nextLive into its peer's list of live handles.
+	next               *Handle
+	prevLive, nextLive *Handle
+	live               bool
+
+	// Rendezvous state.
+	id       uint64 // the message id: ours for a send, the sender's for a receive
+	total    int    // the message's length (a receive knows it once matched)
+	issued   int    // receive: bytes asked for; send: unused
+	moved    int    // bytes moved
+	chunks   int    // ranges completed
+	inflight int    // ranges and slots in flight that hold the handle's memory
+	asked    bool   // receive: every chunk has been asked for
+	zero     bool   // receive: the whole message moves in one range
+	// abandoned: the caller or a failure gave it up; no more bytes of buf
+	// may be read or written. failErr is what it finishes with once
+	// nothing is in flight any more.
+	abandoned bool
+	failErr   error
+
+	// Completion: state, n and err are written once, before sig.
+	state atomic.Uint32
+	sig   chan struct{}
+	n     int
+	err   error
+}
+
+func newHandle() *Handle { return &Handle{sig: make(chan struct{}, 1)} }
+
+// Wait blocks until the operation completes or ctx ends, and returns the
+// number of bytes sent or received. When ctx ends first the operation is
+// still in flight and buf still belongs to it; Wait may be called again.
+func (h *Handle) Wait(ctx context.Context) (int, error) {
+	if h.state.Load() != 0 {
+		return h.n, h.err
+	}
+	select {
+	case <-h.sig:
+		h.signal() // for any other waiter
+		return h.n, h.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("comm: rank %d: %s: %w", h.c.rank, h.describe(), ctx.Err())
+	}
+}
+
+// Test reports without blocking whether the operation has completed, and
+// if so its result as Wait returns it.
+func (h *Handle) Test() (done bool, n int, err error) {
+	if h.state.Load() != 0 {
+		return true, h.n, h.err
+	}
+	return false, 0, nil
+}
+
+func (h *Handle) signal() {
+	select {
+	case h.sig <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Handle) done() bool { return h.state.Load() != 0 }
+
+// finishLocked completes the handle and takes it off its peer's live list.
+func (h *Handle) finishLocked(n int, err error) {
+	if h.state.Load() != 0 {
+		return
+	}
+	if h.live {
+		h.p.unlinkLive(h)
+	}
+	if h.send && h.id != 0 {
+		delete(h.p.tx, h.id)
+	}
+	h.n, h.err = n, err
+	h.state.Store(1)
+	h.signal()
+}
+
+// cancelLocked gives the handle up with err: it finishes at once unless
+// ranges holding its memory are still in flight, and then when the last
+// of them completes. Queues that still name it skip it.
+func (h *Handle) cancelLocked(err error) {
+	if h.done() {
+		return
+	}
+	h.abandoned = true
+	if h.failErr == nil {
+		h.failErr = err
+	}
+	if h.inflight == 0 {
+		h.finishLocked(0, h.failErr)
+	}
+}
+
+// settleLocked finishes a handle whose last range completed, if it was
+// given up.
+func (h *Handle) settleLocked() bool {
+	if h.abandoned && h.inflight == 0 {
+		h.finishLocked(0, h.failErr)
+		return true
+	}
+	return false
+}
+
+// describe names the operation in errors.
+func (h *Handle) describe() string {
+	ch := ""
+	switch h.chKind {
+	case chanOrdered:
+		ch = "ordered "
+	case chanInternal:
+		ch = "internal "
+	}
+	if h.send {
+		return fmt.Sprintf("%ssend of %d bytes to rank %d with tag %#x", ch, len(h.buf), h.peerCR, h.tag)
+	}
+	return fmt.Sprintf("%sreceive of up to %d bytes from rank %d with tag %#x", ch, len(h.buf), h.peerCR, h.tag)
+}
+
+var _ Request = (*Handle)(nil)
