@@ -9,8 +9,11 @@ type estimator struct {
 	// cell's size would feed its own BDP and grow without bound.
 	minRTT, minN int64
 	bw           int64 // bytes per second, 0 until measured
-	samples      int
-	floor        int64
+	// delay smooths the samples less their queueing: the time the bytes
+	// posted before the cell took to drain at the measured rate.
+	delay   int64
+	samples int
+	floor   int64
 }
 
 func (e *estimator) init(initialRTT, floor int64) {
@@ -50,6 +53,22 @@ func (e *estimator) rate(n, interval int64) {
 	} else {
 		e.bw += (s - e.bw) / 4
 	}
+}
+
+// sampleDelay folds in one RTT less the queueing of its cell, behind
+// ahead bytes, with the weight of the smoothed RTT. It comes after sample
+// and rate, which count the same sample.
+func (e *estimator) sampleDelay(rtt, ahead int64) {
+	d := rtt
+	if e.bw > 0 {
+		d -= int64(float64(ahead) * 1e9 / float64(e.bw))
+	}
+	d = max(d, 0)
+	if e.samples <= 1 {
+		e.delay = d
+		return
+	}
+	e.delay += (d - e.delay) / 8
 }
 
 // minimum records the sample of an n-byte cell if it is the smallest.

@@ -43,6 +43,12 @@ type PathInfo struct {
 	// SoftTimeout is T_soft. Before the first sample they derive from
 	// Config.InitialRTT.
 	SRTT, RTTVar, SoftTimeout time.Duration
+	// Delay is the smoothed RTT less the time each sample waited behind
+	// the bytes posted before it on the path: what a cell would take on
+	// the path were it empty. Unlike SRTT it does not grow with the
+	// path's backlog; like it, it grows with the path's delay. Valid
+	// once Samples > 0.
+	Delay time.Duration
 	// Bandwidth is the measured delivery rate in bytes per second, 0
 	// until the path has been measured.
 	Bandwidth int64
@@ -58,6 +64,7 @@ type copyRec struct {
 	id     uint32
 	sentAt int64
 	n      int64
+	ahead  int64  // bytes outstanding on the path when it was posted
 	batch  uint64 // the Ready batch it went out in
 }
 
@@ -174,6 +181,7 @@ func (p *path) info() PathInfo {
 		SRTT:        time.Duration(p.est.srtt),
 		RTTVar:      time.Duration(p.est.rttvar),
 		SoftTimeout: time.Duration(p.est.softTimeout()),
+		Delay:       time.Duration(p.est.delay),
 		Bandwidth:   p.est.bw,
 		Samples:     p.est.samples,
 		CellsPosted: p.cellsPosted,

@@ -1,6 +1,9 @@
 package cell
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Policy places each new (or re-posted) cell on a path. The engine calls
 // Pick with a snapshot of every path, indexed by path; Pick returns the
@@ -28,11 +31,14 @@ func ParsePolicy(name string) (Policy, error) {
 }
 
 // Adaptive sends each cell to the path that would complete it first:
-// its smoothed RTT plus the time to drain what is outstanding on it and
-// the cell at its measured bandwidth. A slow or congested path shows a
-// higher RTT and a lower delivery rate, and so gets fewer cells. When the
-// best path has no credit the cell waits for it rather than go to a path
-// expected to be slower.
+// its delay (PathInfo.Delay) plus the time to drain what is outstanding on
+// it and the cell at its measured bandwidth. A slow or congested path
+// shows a higher delay and a lower delivery rate, and so gets fewer cells.
+// The smoothed RTT would count the queue twice, since its samples include
+// the time cells waited behind others on the path; and a path left idle
+// would keep the queueing it once saw, get no cell, hence no sample that
+// could clear it, and starve. When the best path has no credit the cell
+// waits for it rather than go to a path expected to be slower.
 type Adaptive struct{}
 
 // Name returns "adaptive".
@@ -41,11 +47,18 @@ func (*Adaptive) Name() string { return "adaptive" }
 // Pick implements Policy.
 func (*Adaptive) Pick(paths []PathInfo, n int64) int {
 	// An unmeasured path is assumed as fast as the best measured one, so
-	// that it gets tried; with nothing measured, 1 GB/s ranks by backlog.
+	// that it gets tried; with nothing measured, 1 GB/s ranks by backlog
+	// and the initial RTT stands for the delay.
 	var fastest int64
+	shortest := time.Duration(-1)
 	for i := range paths {
-		if paths[i].State == PathUp && paths[i].Bandwidth > fastest {
-			fastest = paths[i].Bandwidth
+		p := &paths[i]
+		if p.State != PathUp {
+			continue
+		}
+		fastest = max(fastest, p.Bandwidth)
+		if p.Samples > 0 && (shortest < 0 || p.Delay < shortest) {
+			shortest = p.Delay
 		}
 	}
 	if fastest == 0 {
@@ -61,7 +74,14 @@ func (*Adaptive) Pick(paths []PathInfo, n int64) int {
 		if bw == 0 {
 			bw = fastest
 		}
-		t := float64(p.SRTT) + float64(p.Bytes+n)*1e9/float64(bw)
+		delay := p.Delay
+		if p.Samples == 0 {
+			delay = shortest
+			if delay < 0 {
+				delay = p.SRTT
+			}
+		}
+		t := float64(delay) + float64(p.Bytes+n)*1e9/float64(bw)
 		if best < 0 || t < bestT {
 			best, bestT = i, t
 		}

@@ -129,3 +129,54 @@ func ecmpPath(key uint64, n int) int {
 	}
 	return p.Pick(paths, 1)
 }
+
+// A path slow during a burst and as fast as the other afterwards gets
+// its share back: its RTT samples from the burst include the queue its
+// cells waited in, which must not keep it out once it drains.
+func TestAdaptiveRecoveredPathGetsItsShare(t *testing.T) {
+	o := defaultOpts(2)
+	o.cfg.CellSize, o.cfg.RecvDepth, o.cfg.MaxRanges, o.cfg.Window = 64<<10, 64, 64, 1024
+	o.psPerByte = []int64{1000, 3000}
+	o.policyA = func() cell.Policy { return &cell.Adaptive{} }
+	f := newTestFabric(t, o)
+	for range 16 {
+		f.transfer(0, 4<<20, true)
+	}
+	settle(t, f)
+	f.links[0][1].psPerByte = 1000 // path 1 is as fast as path 0 now
+	before := f.ends[0].bytesOn()
+	for range 64 {
+		f.transfer(0, 1<<20, true)
+		settle(t, f)
+	}
+	requireDelivered(t, f)
+	after := f.ends[0].bytesOn()
+	share := float64(after[1]-before[1]) / float64(64<<20)
+	require.Greater(t, share, 0.35, "path 1 carried %.1f%% after it recovered (fair share 50%%)", 100*share)
+}
+
+// A path whose delay grows after it was measured (a link that becomes
+// congested) loses its share: the delay the policy ranks by follows the
+// samples up, not only down.
+func TestAdaptiveAvoidsPathThatSlowsDown(t *testing.T) {
+	o := defaultOpts(4)
+	o.cfg.CellSize, o.cfg.RecvDepth, o.cfg.MaxRanges, o.cfg.Window = 64<<10, 64, 64, 1024
+	o.cfg.MinSoftTimeout = durNS(100 * ms) // slow, not failed: only placement may avoid it
+	o.policyA = func() cell.Policy { return &cell.Adaptive{} }
+	f := newTestFabric(t, o)
+	for range 16 {
+		f.transfer(0, 4<<20, true)
+	}
+	settle(t, f)
+	f.links[0][3].latency += 5 * ms // about ten times the loaded RTT
+	before := f.ends[0].bytesOn()
+	for range 64 {
+		f.transfer(0, 1<<20, true)
+	}
+	settle(t, f)
+	requireDelivered(t, f)
+	require.Zero(t, f.ends[0].e.Stats().GiveUps)
+	after := f.ends[0].bytesOn()
+	share := float64(after[3]-before[3]) / float64(64<<20)
+	require.Less(t, share, 0.125, "the slowed path carried %.1f%% (fair share 25%%)", 100*share)
+}

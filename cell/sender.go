@@ -135,6 +135,7 @@ func (e *Engine) Token(now int64, t Token) {
 			p.est.sample(rtt)
 			p.est.rate(bytes, e.now-start)
 			p.est.minimum(rtt, rec.n)
+			p.est.sampleDelay(rtt, rec.ahead)
 		}
 		if i == k && nack {
 			e.snd.tq.queue(c)
@@ -317,7 +318,7 @@ func (e *Engine) pump() {
 func (e *Engine) post(p *path, c *cell) {
 	r := e.snd.at(c.rseq)
 	wr := c.build(p.idx, e.cfg.MTU, r.Addr, r.LKey, r.grant.Addr, r.grant.RKey)
-	p.push(copyRec{id: c.id, sentAt: e.now, n: c.n, batch: e.batch})
+	p.push(copyRec{id: c.id, sentAt: e.now, n: c.n, ahead: p.bytes, batch: e.batch})
 	p.credits--
 	p.cellsPosted++
 	p.bytesPosted += uint64(c.n)

@@ -62,12 +62,14 @@ type Conn struct {
 	// batch; they are reported after it.
 	failed  uint64
 	postErr []error
-	// Waking the progress goroutine: parkCancel interrupts its wait;
-	// kicked records a wake-up that came while it was not waiting.
-	parkCancel context.CancelFunc
-	kicked     bool
-	parked     bool
-	counters   counters
+	// Waking the progress goroutine: while waiting says it waits in the
+	// CQ, a kick ends the waiter's wait; kicked records a wake-up that
+	// came while it was not waiting.
+	waiter   *waiter
+	waiting  bool
+	kicked   bool
+	parked   bool
+	counters counters
 
 	wcs, waitWCs []verbs.WC
 	// early holds completions the probe saw that were not its own.
@@ -125,6 +127,7 @@ func Dial(ctx context.Context, cfg Config, ex Exchanger) (*Conn, error) {
 		closed:   make(chan struct{}),
 		postErr:  make([]error, r.Paths),
 		wcs:      make([]verbs.WC, 64),
+		waiter:   newWaiter(),
 		waitWCs:  make([]verbs.WC, 64),
 	}
 	c.life, c.endLife = context.WithCancel(context.Background())

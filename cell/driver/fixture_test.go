@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -32,15 +34,18 @@ type provider struct {
 
 var providers = []provider{
 	{"shm", func() (verbs.Device, error) { return shm.Open(shm.Options{}) }},
-	{"tcp", func() (verbs.Device, error) { return tcp.Open(tcp.Options{Secret: testSecret}) }},
+	{"tcp", func() (verbs.Device, error) { return tcp.Open(tcp.Options{Secret: testSecret, Logger: quiet}) }},
 }
+
+// quiet drops the log lines of connections the tests break on purpose.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // end is one side of an in-process connection: a device of the provider
 // wrapped by the fault injector, a PD, the connection and its memory.
 type end struct {
-	t    *testing.T
+	t    testing.TB
 	name string
-	dev  *fault.Device
+	dev  verbs.Device // the fault wrapper, unless opened plain
 	pd   verbs.PD
 	conn *Conn
 	mrs  []verbs.MR
@@ -54,7 +59,7 @@ type pair struct {
 
 // testConfig is the base configuration of the tests.
 func testConfig() Config {
-	return Config{Paths: 4, ResetTimeout: 10 * time.Second}
+	return Config{Paths: 4, ResetTimeout: 10 * time.Second, Logger: quiet}
 }
 
 // pipe returns two exchangers that swap what they are given.
@@ -74,11 +79,20 @@ func pipe() (Exchanger, Exchanger) {
 	return mk(ab, ba), mk(ba, ab)
 }
 
-func openEnd(t *testing.T, p provider, name string) *end {
+func openEnd(t testing.TB, p provider, name string) *end {
+	return openEndWith(t, p, name, true)
+}
+
+// openEndWith opens a device of the provider, wrapped by the fault
+// injector if wrap.
+func openEndWith(t testing.TB, p provider, name string, wrap bool) *end {
 	t.Helper()
 	d, err := p.open()
 	require.NoError(t, err, "open %s device", p.name)
-	e := &end{t: t, name: name, dev: fault.Wrap(d)}
+	if wrap {
+		d = fault.Wrap(d)
+	}
+	e := &end{t: t, name: name, dev: d}
 	e.pd, err = e.dev.AllocPD()
 	require.NoError(t, err)
 	return e
@@ -87,10 +101,16 @@ func openEnd(t *testing.T, p provider, name string) *end {
 // newPair connects two ends with cfg (Peer is set per end). Cleanup
 // closes both connections, then the devices, then frees the memory, and
 // checks that no goroutine is left behind.
-func newPair(t *testing.T, p provider, cfg Config) *pair {
+func newPair(t testing.TB, p provider, cfg Config) *pair {
+	return newPairWith(t, p, cfg, true)
+}
+
+// newPairWith is newPair over devices wrapped by the fault injector only
+// if wrap.
+func newPairWith(t testing.TB, p provider, cfg Config, wrap bool) *pair {
 	t.Helper()
 	before := runtime.NumGoroutine()
-	pr := &pair{a: openEnd(t, p, "A"), b: openEnd(t, p, "B")}
+	pr := &pair{a: openEndWith(t, p, "A", wrap), b: openEndWith(t, p, "B", wrap)}
 	t.Cleanup(func() {
 		for _, e := range []*end{pr.a, pr.b} {
 			if e.conn != nil {
@@ -147,7 +167,7 @@ func closeBounded(c *Conn) error {
 
 // checkGoroutines waits until no more goroutines run than before, and
 // fails with their stacks if some stay.
-func checkGoroutines(t *testing.T, before int) {
+func checkGoroutines(t testing.TB, before int) {
 	t.Helper()
 	deadline := time.Now().Add(testTimeout / 4)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
@@ -211,7 +231,7 @@ func firstDiff(a, b []byte) int {
 }
 
 // bounded returns a context that ends after testTimeout.
-func bounded(t *testing.T) context.Context {
+func bounded(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	return ctx

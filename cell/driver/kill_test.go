@@ -14,7 +14,7 @@ import (
 // range at has completed while later ones are in flight. Every range must
 // complete exactly once (an Op completing twice would panic), with its
 // full length.
-func stream(ctx context.Context, t *testing.T, from, to *end, srcLen, rangeLen, inflight, at int, mid func()) {
+func stream(ctx context.Context, t testing.TB, from, to *end, srcLen, rangeLen, inflight, at int, mid func()) {
 	t.Helper()
 	src, dst := from.region(srcLen), to.region(srcLen)
 	fill(src.Bytes(), 0xC0FFEE)

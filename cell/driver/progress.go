@@ -15,9 +15,11 @@ import (
 // completion ends the wait at once, and records written into the rings,
 // which signal nothing, are found within the backoff. With nothing in
 // flight it parks in the CQ without a timeout until a completion comes
-// (a cell, a control message) or a caller posts a range.
+// (a cell, a control message) or a caller posts a range. spinFor matches
+// the shm provider's doze: while a goroutine polls a QP's CQ, the QP's
+// engine leaves the peer's requests to it and looks only that often.
 const (
-	spinFor    = 50 * time.Microsecond
+	spinFor    = 200 * time.Microsecond
 	minBackoff = 50 * time.Microsecond
 	maxBackoff = 2 * time.Millisecond
 	byeTimeout = 250 * time.Millisecond
@@ -158,33 +160,30 @@ func (c *Conn) pathOf(qpn uint32) int {
 	return -1
 }
 
-// wait blocks in the CQ for at most d (forever if park), until a
+// wait blocks in the CQ for at most d (until woken if park), until a
 // completion comes, a caller kicks or the connection ends. Completions it
-// receives are handled before it returns.
+// receives are handled before it returns. Waiting in the CQ rather than
+// sleeping matters: on some providers (shm) a goroutine polling its CQ is
+// what executes the peer's requests that need this end.
 func (c *Conn) wait(d time.Duration, park bool) {
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if park {
-		ctx, cancel = context.WithCancel(c.life)
-	} else {
-		ctx, cancel = context.WithTimeout(c.life, d)
-	}
-	defer cancel()
 	c.mu.Lock()
 	if c.kicked || c.err != nil {
 		c.kicked = false
 		c.mu.Unlock()
 		return
 	}
-	c.parkCancel = cancel
 	if park {
+		d = 0
 		c.parked = true
 		c.counters.parks++
 	}
+	ctx := c.waiter.arm(d)
+	c.waiting = true
 	c.mu.Unlock()
 	n, _ := c.cq.Wait(ctx, c.waitWCs)
+	c.waiter.disarm()
 	c.mu.Lock()
-	c.parkCancel, c.parked = nil, false
+	c.waiting, c.parked = false, false
 	if n > 0 && c.err == nil {
 		c.completionsLocked(c.now(), c.waitWCs[:n])
 		c.drainLocked()
@@ -194,9 +193,9 @@ func (c *Conn) wait(d time.Duration, park bool) {
 
 // kickLocked makes the progress goroutine look again at once.
 func (c *Conn) kickLocked() {
-	if c.parkCancel != nil {
-		c.parkCancel()
-		c.parkCancel = nil
+	if c.waiting {
+		c.waiting = false
+		c.waiter.end(context.Canceled)
 		return
 	}
 	c.kicked = true

@@ -1,0 +1,47 @@
+package driver
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// With nothing in flight the progress goroutines park in their CQ and
+// stay parked: no wake-up, hence no CPU, over an idle second. The
+// process's CPU time over that second is reported, not asserted (the
+// providers' own goroutines share it).
+func TestIdleConnectionParks(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			pr := newPair(t, p, testConfig())
+			ctx := bounded(t)
+			stream(ctx, t, pr.a, pr.b, 8<<20, 1<<20, 4, -1, nil)
+			ends := []*end{pr.a, pr.b}
+			for _, e := range ends {
+				require.Eventually(t, func() bool { return e.conn.Stats().Parked }, testTimeout/2, time.Millisecond,
+					"%s: progress goroutine parks", e.name)
+			}
+			parks := []uint64{pr.a.conn.Stats().Parks, pr.b.conn.Stats().Parks}
+			cpu0, wall0 := cpuTime(t), time.Now()
+			time.Sleep(time.Second)
+			cpu, wall := cpuTime(t)-cpu0, time.Since(wall0)
+			t.Logf("%s: process CPU time over an idle %v: %v (%.2f%%)", p.name, wall.Round(time.Millisecond), cpu, 100*cpu.Seconds()/wall.Seconds())
+			for i, e := range ends {
+				st := e.conn.Stats()
+				require.True(t, st.Parked, "%s: still parked", e.name)
+				require.Equal(t, parks[i], st.Parks, "%s: never woke up", e.name)
+				require.Zero(t, st.InFlight)
+			}
+			// A range posted now wakes it up and goes through.
+			stream(ctx, t, pr.a, pr.b, 1<<20, 1<<20, 1, -1, nil)
+		})
+	}
+}
