@@ -32,6 +32,7 @@ const (
 
 var msgNames = [...]string{"invalid", "endpoint", "rts", "dead", "bye", "control down"}
 
+// String names the kind in logs.
 func (k msgKind) String() string {
 	if int(k) < len(msgNames) {
 		return msgNames[k]

@@ -110,7 +110,7 @@ func TestUnresettablePathDeclaredDead(t *testing.T) {
 	cfg.Engine.MinSoftTimeout = 5 * time.Second
 	pr := newPair(t, p, cfg)
 	ctx := bounded(t)
-	stream(ctx, t, pr.a, pr.b, 64<<20, 4<<20, 4, 3, func() {
+	stream(ctx, t, pr.a, pr.b, 32<<20, 2<<20, 4, 3, func() {
 		pr.a.ctlQP().Inject(fault.Fault{Kind: fault.Stall})
 		pr.a.qp(2).Inject(fault.Fault{Kind: fault.Kill})
 	})
@@ -162,7 +162,7 @@ func TestCloseAndAbortDuringTraffic(t *testing.T) {
 				// Path 0 holds what it is given, so the ranges with a cell
 				// on it cannot finish before the end.
 				pr.a.qp(0).Inject(fault.Fault{Kind: fault.Stall})
-				sends, recvs := inFlight(t, pr.a, pr.b, 16, 4<<20)
+				sends, recvs := inFlight(t, pr.a, pr.b, 16, 1<<20)
 				for pr.b.conn.Stats().Engine.TokensSent == 0 { // traffic is flowing
 					require.NoError(t, ctx.Err())
 					time.Sleep(time.Millisecond)

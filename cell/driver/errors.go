@@ -44,6 +44,7 @@ type SetupError struct {
 	Err error
 }
 
+// Error names the peer, the field and what was wrong with it.
 func (e *SetupError) Error() string {
 	msg := fmt.Sprintf("driver: peer %s: setup field %s: %s", e.Peer, e.Field, e.Detail)
 	if e.Err != nil {
@@ -71,6 +72,7 @@ type PathError struct {
 	Err error
 }
 
+// Error names the peer, the path, its QP and what failed.
 func (e *PathError) Error() string {
 	return fmt.Sprintf("driver: peer %s path %d (qp %d): %s: %v", e.Peer, e.Path, e.QPN, e.Op, e.Err)
 }

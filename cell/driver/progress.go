@@ -33,8 +33,6 @@ const (
 // now reads the clock.
 func (c *Conn) now() int64 { return c.cfg.Clock() }
 
-func newTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }
-
 // run is the connection's progress goroutine.
 func (c *Conn) run() {
 	defer close(c.exited)
