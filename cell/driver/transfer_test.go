@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,4 +49,55 @@ func TestTransferSizes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Several goroutines post and wait at once; each posts a receive and the
+// matching send under a lock of its own pair, so that the k-th send fills
+// the k-th receive, and checks what arrived.
+func TestConcurrentCallers(t *testing.T) {
+	const workers, rounds, n = 8, 16, 256 << 10
+	pr := newPair(t, providers[1], testConfig())
+	ctx := bounded(t)
+	src, dst := pr.a.region(workers*n), pr.b.region(workers*n)
+	var pairing sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, d := src.Bytes()[w*n:(w+1)*n], dst.Bytes()[w*n:(w+1)*n]
+			for r := range rounds {
+				fill(s, uint64(w*rounds+r))
+				pairing.Lock()
+				rop, err := pr.b.conn.Recv(dst, w*n, n)
+				if err == nil {
+					var sop *Op
+					sop, err = pr.a.conn.Send(src, w*n, n)
+					pairing.Unlock()
+					if err == nil {
+						_, err = sop.Wait(ctx)
+					}
+				} else {
+					pairing.Unlock()
+				}
+				if err == nil {
+					_, err = rop.Wait(ctx)
+				}
+				if err == nil && firstDiff(s, d) != -1 {
+					err = fmt.Errorf("worker %d round %d: wrong bytes at %d", w, r, firstDiff(s, d))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, workers*rounds, pr.b.conn.Stats().Engine.RangesReceived)
 }
