@@ -2,6 +2,7 @@ package driver
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -16,6 +17,9 @@ func TestCellsDoNotAllocate(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.CellSize = n / cells
+			// The steady state: no pause of a loaded machine may give a
+			// path up, whose reset would allocate.
+			cfg.Engine.MinSoftTimeout = time.Minute
 			pr := newPairWith(t, p, cfg, false)
 			ctx := bounded(t)
 			src, dst := pr.a.region(n), pr.b.region(n)
