@@ -1,0 +1,156 @@
+// Command train is data-parallel training in pure Go over RDMACell: every
+// rank holds a copy of a small MLP, trains it on its shard of each global
+// batch of a synthetic dataset, and averages the gradients with
+// non-blocking, bucketed AllReduce that overlaps the backward pass, as
+// PyTorch's DistributedDataParallel does. Rank 0 prints the loss of each
+// epoch; at the end every rank checks that all ranks hold bitwise-identical
+// weights and exits non-zero if they do not.
+//
+// Run it with the launcher, which starts the ranks and the rendezvous:
+//
+//	go run ./launcher/cellrun -n 4 ./examples/train
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rdmacell/rdmacell/collectives"
+	"github.com/rdmacell/rdmacell/comm"
+)
+
+// config is the command line.
+type config struct {
+	epochs, batch, samples, bucket int
+	lr                             float64
+	seed                           uint64
+	timeout                        time.Duration
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.epochs, "epochs", 8, "passes over the dataset")
+	flag.IntVar(&cfg.batch, "batch", 32, "samples per rank per step (the global batch is this times the world size)")
+	flag.IntVar(&cfg.samples, "samples", 8192, "size of the synthetic dataset")
+	flag.IntVar(&cfg.bucket, "bucket", 1024, "gradients per AllReduce bucket, at least")
+	flag.Float64Var(&cfg.lr, "lr", 0.1, "SGD learning rate")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the dataset and the initial weights")
+	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "give up after this long")
+	flag.Parse()
+
+	// Cancelling on a signal lets every pending collective return an
+	// error, so the rank exits cleanly when the launcher stops the job.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "train:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config) (err error) {
+	// Zero Options: the rank, world size, job and rendezvous come from the
+	// environment the launcher sets (RDMACELL_RANK and so on).
+	c, err := comm.Init(ctx, comm.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := c.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	g, err := collectives.New(c.P2P(), collectives.Options{})
+	if err != nil {
+		return err
+	}
+	// Close the group before the communicator: it hands its scratch
+	// memory back to it.
+	defer func() {
+		if gerr := g.Close(); gerr != nil && err == nil {
+			err = gerr
+		}
+	}()
+	return train(ctx, cfg, g)
+}
+
+func train(ctx context.Context, cfg config, g *collectives.Group) error {
+	rank, size := g.Rank(), g.Size()
+	data := synthetic(cfg.seed, cfg.samples, 16, 4)
+	model := newMLP(cfg.seed+1, data.dim, 64, 32, data.classes)
+
+	// Start from rank 0's weights, as DDP does: here every rank drew the
+	// same ones already, but a real program often loads a checkpoint on
+	// one rank only.
+	if err := collectives.Broadcast(ctx, g, model.params, model.params, 0); err != nil {
+		return fmt.Errorf("broadcast initial weights: %w", err)
+	}
+	sync := newGradSync(g, model, cfg.bucket)
+
+	global := cfg.batch * size
+	steps := data.len() / global
+	if steps == 0 {
+		return fmt.Errorf("%d samples do not make one global batch of %d", data.len(), global)
+	}
+	if rank == 0 {
+		fmt.Printf("training on %d ranks: %d samples, global batch %d, %d steps per epoch, %d gradient buckets\n",
+			size, data.len(), global, steps, len(sync.buckets))
+	}
+
+	x := make([]float32, cfg.batch*data.dim)
+	y := make([]int, cfg.batch)
+	for epoch := 1; epoch <= cfg.epochs; epoch++ {
+		order := epochOrder(cfg.seed, epoch, data.len())
+		total := 0.0
+		for step := range steps {
+			// This rank's shard of the global batch.
+			mine := order[step*global+rank*cfg.batch:][:cfg.batch]
+			for i, s := range mine {
+				copy(x[i*data.dim:], data.row(s))
+				y[i] = data.Y[s]
+			}
+			loss, dy := model.lossAndGrad(x, y)
+			total += loss
+
+			// Backward, last layer first; each bucket starts averaging
+			// as soon as its layers are done.
+			for l := len(model.layers) - 1; l >= 0; l-- {
+				dy = model.layers[l].backward(dy, cfg.batch)
+				if err := sync.layerDone(ctx, l); err != nil {
+					return err
+				}
+			}
+			if err := sync.wait(ctx); err != nil {
+				return err
+			}
+			model.step(float32(cfg.lr))
+		}
+
+		// The epoch's loss over the whole dataset: the mean of the ranks'
+		// means, which are over shards of equal size.
+		mean := []float64{total / float64(steps)}
+		if err := collectives.AllReduce(ctx, g, mean, mean, collectives.Avg); err != nil {
+			return fmt.Errorf("average the loss: %w", err)
+		}
+		if rank == 0 {
+			fmt.Printf("epoch %d loss %.4f\n", epoch, mean[0])
+		}
+	}
+
+	hash, err := checkIdentical(ctx, g, model.params)
+	if err != nil {
+		return err
+	}
+	if rank == 0 {
+		fmt.Printf("weights identical on all %d ranks (hash %#016x)\n", size, hash)
+	}
+	return nil
+}
