@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/bench/cellbench/internal/bench"
+)
+
+// binDir holds cellrun and cellbench, built once for every test.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cellbench-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"github.com/rdmacell/rdmacell/launcher/cellrun", ".").CombinedOutput()
+	code := 1
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// rowPattern is a data row of the table, behind cellrun's rank prefix:
+// size, count, type, redop, root, then time, algbw, busbw, #wrong twice.
+var rowPattern = regexp.MustCompile(`^\[0\]\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+` +
+	`\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(\S+)\s+(?:[\d.]+|N/A)\s+(?:[\d.]+|N/A)\s+(?:[\d.]+|N/A)\s+(\S+)$`)
+
+// TestCollectivesCorrect runs every collective briefly through the real
+// launcher (two ranks over shared memory, embedded etcd) with checking on,
+// and demands a well-formed table with no wrong value.
+func TestCollectivesCorrect(t *testing.T) {
+	cases := [][]string{}
+	for _, c := range bench.Collectives {
+		cases = append(cases, []string{c.Name()})
+	}
+	// Other types and ops go through the same paths; one of each kind.
+	cases = append(cases,
+		[]string{"allreduce", "-d", "half", "-o", "max"},
+		[]string{"reduce", "-d", "int64", "-o", "prod", "-r", "1"},
+		[]string{"reducescatter", "-d", "bfloat16", "-o", "avg"})
+	for _, args := range cases {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
+			jsonFile := filepath.Join(t.TempDir(), "rows.json")
+			lines := runBench(t, append(args, "-b", "8", "-e", "256K", "-f", "32",
+				"-n", "2", "-w", "1", "--reps", "1", "-c", "1", "--json", jsonFile)...)
+
+			var sizes []string
+			for _, l := range lines {
+				if m := rowPattern.FindStringSubmatch(l); m != nil {
+					sizes = append(sizes, m[1])
+					assert.Equal(t, "0", m[3], "out-of-place #wrong in %q", l)
+					if args[0] != "sendrecv" {
+						assert.Equal(t, "0", m[4], "in-place #wrong in %q", l)
+					}
+				}
+			}
+			assert.NotEmpty(t, sizes, "no table rows in:\n%s", strings.Join(lines, "\n"))
+			assert.Contains(t, lines, "[0] # Out of bounds values : 0 OK")
+
+			var rows []bench.Row
+			data, err := os.ReadFile(jsonFile)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(data, &rows))
+			require.Len(t, rows, len(sizes))
+			for i, r := range rows {
+				assert.Equal(t, sizes[i], fmt.Sprint(r.Bytes))
+				assert.Equal(t, 2, r.Ranks)
+				assert.Zero(t, r.OutOfPlace.Wrong)
+				if !r.InPlace.Skipped {
+					assert.Zero(t, r.InPlace.Wrong)
+				}
+			}
+		})
+	}
+}
+
+// runBench runs cellbench under cellrun with two ranks over shared memory
+// and returns the lines of its output.
+func runBench(t *testing.T, args ...string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "cellrun"),
+		append([]string{"-n", "2", "--transport", "shm", filepath.Join(binDir, "cellbench")}, args...)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "cellbench %v:\n%s", args, out)
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
