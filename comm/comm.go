@@ -74,7 +74,7 @@ func (c *Comm) Transport(peer int) string {
 // Alloc may then still be read until it is finished or the communicator
 // is closed.
 func (c *Comm) Send(ctx context.Context, peer int, tag uint64, buf []byte) error {
-	h, err := c.post(true, chanUser, peer, tag, buf)
+	h, err := c.post(true, chanUser, peer, tag, buf, true)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (c *Comm) Send(ctx context.Context, peer int, tag uint64, buf []byte) error
 // memory may still be written until it is finished or the communicator is
 // closed.
 func (c *Comm) Recv(ctx context.Context, peer int, tag uint64, buf []byte) (int, error) {
-	h, err := c.post(false, chanUser, peer, tag, buf)
+	h, err := c.post(false, chanUser, peer, tag, buf, true)
 	if err != nil {
 		return 0, err
 	}
@@ -99,14 +99,14 @@ func (c *Comm) Recv(ctx context.Context, peer int, tag uint64, buf []byte) (int,
 // Isend starts sending buf to rank peer under tag. buf must not change
 // until the handle completes.
 func (c *Comm) Isend(peer int, tag uint64, buf []byte) (*Handle, error) {
-	return c.post(true, chanUser, peer, tag, buf)
+	return c.post(true, chanUser, peer, tag, buf, false)
 }
 
 // Irecv starts receiving the next message from rank peer with tag into
 // buf. Receives for one peer and tag take messages in the order they
 // were posted; receives with different tags are independent.
 func (c *Comm) Irecv(peer int, tag uint64, buf []byte) (*Handle, error) {
-	return c.post(false, chanUser, peer, tag, buf)
+	return c.post(false, chanUser, peer, tag, buf, false)
 }
 
 // Alloc returns n bytes of registered memory, off the Go heap: messages
@@ -174,8 +174,9 @@ func (c *Comm) Close() error {
 	return nil
 }
 
-// post validates and starts a send or receive on a channel.
-func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte) (*Handle, error) {
+// post validates and starts a send or receive on a channel. A pooled
+// handle is for a blocking call, which recycles it.
+func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte, pooled bool) (*Handle, error) {
 	if peer < 0 || peer >= len(c.ranks) {
 		op := "receive from"
 		if send {
@@ -184,18 +185,30 @@ func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte) (*H
 		return nil, fmt.Errorf("%w: comm rank %d: %s peer %d: want 0 <= peer < size %d", ErrInvalidArgument, c.rank, op, peer, len(c.ranks))
 	}
 	p := c.w.peers[c.ranks[peer]]
-	h := newHandle()
+	var h *Handle
+	if pooled {
+		h = handles.Get().(*Handle)
+	} else {
+		h = newHandle()
+	}
 	h.p, h.c, h.peerCR, h.send, h.chKind, h.ctx, h.tag, h.buf = p, c, peer, send, kind, c.id, tag, buf
 	h.reg, h.regOff = c.w.mem.lookup(buf)
 	p.mu.Lock()
-	if err := c.check(p, kind); err != nil {
-		p.mu.Unlock()
-		return nil, err
-	}
-	if send {
+	err := c.check(p, kind)
+	switch {
+	case err == nil && send:
 		p.postSendLocked(h)
-	} else {
+	case err == nil:
 		p.postRecvLocked(h)
+	case !send && err == p.err && p.takeArrivedLocked(h):
+		// A message the peer sent before it left.
+	default:
+		p.mu.Unlock()
+		if pooled {
+			*h = Handle{sig: h.sig}
+			handles.Put(h)
+		}
+		return nil, err
 	}
 	p.mu.Unlock()
 	// The pump waits on the oldest range of each stream, which the post
@@ -220,16 +233,20 @@ func (c *Comm) check(p *peer, kind uint8) error {
 	return p.err
 }
 
-// wait waits for h and gives it up if ctx ends first.
+// wait waits for the handle of a blocking call, gives it up if ctx ends
+// first, and recycles it.
 func (c *Comm) wait(ctx context.Context, h *Handle) (int, error) {
 	n, err := h.Wait(ctx)
+	p := h.p
+	p.mu.Lock()
 	if h.done() {
-		return h.n, h.err
+		n, err = h.n, h.err
+	} else {
+		h.cancelLocked(err)
 	}
-	h.p.mu.Lock()
-	h.cancelLocked(err)
-	h.p.mu.Unlock()
-	h.p.wake()
+	h.recycleLocked()
+	p.mu.Unlock()
+	p.wake()
 	return n, err
 }
 
@@ -277,7 +294,7 @@ func (o ordered) Rank() int { return o.c.rank }
 func (o ordered) Size() int { return len(o.c.ranks) }
 
 func (o ordered) Isend(peer int, tag uint64, buf []byte) (Request, error) {
-	h, err := o.c.post(true, chanOrdered, peer, tag, buf)
+	h, err := o.c.post(true, chanOrdered, peer, tag, buf, false)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +302,7 @@ func (o ordered) Isend(peer int, tag uint64, buf []byte) (Request, error) {
 }
 
 func (o ordered) Irecv(peer int, tag uint64, buf []byte) (Request, error) {
-	h, err := o.c.post(false, chanOrdered, peer, tag, buf)
+	h, err := o.c.post(false, chanOrdered, peer, tag, buf, false)
 	if err != nil {
 		return nil, err
 	}

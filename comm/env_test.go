@@ -189,4 +189,6 @@ func TestOptionErrors(t *testing.T) {
 	}
 }
 
-func goodClient() bootstrap.ClientConfig { return bootstrap.ClientConfig{Endpoints: []string{"127.0.0.1:2379"}} }
+func goodClient() bootstrap.ClientConfig {
+	return bootstrap.ClientConfig{Endpoints: []string{"127.0.0.1:2379"}}
+}

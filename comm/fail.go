@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -81,8 +82,8 @@ func (p *peer) forgetRangesLocked() {
 // slot carries its sequence number and a checksum, so a slot that did not
 // land whole, or an old one, is never taken for new.
 func (p *peer) salvageLocked() {
-	if p.slots == nil {
-		return
+	if p.slots == nil || p.stop {
+		return // no slots yet, or released
 	}
 	for s := p.rseq; s < p.rseq+ctlSlots; s++ {
 		b := p.recvSlot(int(s % ctlSlots))
@@ -138,6 +139,10 @@ func (w *world) diagnose(p *peer) {
 	case <-t.C:
 	case <-w.life.Done():
 	}
+	if ae := w.abortedBy(p); ae != nil {
+		w.abortFrom(ae)
+		return
+	}
 	p.mu.Lock()
 	cause := p.goneErr
 	if cause == nil {
@@ -145,6 +150,28 @@ func (w *world) diagnose(p *peer) {
 	}
 	p.mu.Unlock()
 	w.failPeer(p, &PeerError{Rank: p.rank, Host: p.host, PID: p.pid, Err: cause}, true)
+}
+
+// abortedBy returns p's abort if p aborted the job before it left: an
+// abort it sent lies in a control slot (whether or not its receive
+// completed), or in the bootstrap, where it was published before the
+// rank's departure.
+func (w *world) abortedBy(p *peer) *AbortError {
+	p.mu.Lock()
+	if p.abortPending == nil && !p.self {
+		p.salvageLocked()
+	}
+	ae := p.abortPending
+	p.mu.Unlock()
+	if ae != nil || w.job == nil {
+		return ae
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if v, err := w.job.Get(done, p.rank, abortKey); err == nil {
+		return &AbortError{Rank: p.rank, Host: p.host, PID: p.pid, Cause: string(v)}
+	}
+	return nil
 }
 
 // failPeer fails every operation involving p with err, and every
@@ -187,6 +214,10 @@ func (w *world) departed(err error) {
 	p.mu.Unlock()
 	if suspect || failed {
 		return // diagnose takes it from here, or it is known already
+	}
+	if ae := w.abortedBy(p); ae != nil {
+		w.abortFrom(ae)
+		return
 	}
 	w.failPeer(p, &PeerError{Rank: p.rank, Host: p.host, PID: p.pid, Err: err}, !isExited(err))
 }

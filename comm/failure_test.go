@@ -68,7 +68,8 @@ func onEachErr(comms []*Comm, errs []error, f func(c *Comm) error) {
 func TestEtcdLostAfterSetup(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			srv, comms := startJob(t, 3, tr, nil)
+			// Without etcd, Close gives up on it after one lease TTL.
+			srv, comms := startJob(t, 3, tr, func(o *Options) { o.LeaseTTL = 2 * time.Second })
 			require.NoError(t, srv.Close(bounded(t)))
 			onEach(t, comms, func(c *Comm) error {
 				ctx := bounded(t)

@@ -23,10 +23,14 @@ import (
 // a failure.
 const testTimeout = 60 * time.Second
 
-// testTTL keeps failure detection quick in tests.
-const testTTL = time.Second
+// testTTL keeps failure detection quick in tests of failures; the others
+// use a longer lease, which a loaded machine does not let lapse.
+const (
+	testTTL   = time.Second
+	steadyTTL = 5 * time.Second
+)
 
-func bounded(t *testing.T) context.Context {
+func bounded(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	return ctx
@@ -40,7 +44,7 @@ func quietLogger() *slog.Logger {
 }
 
 // startServer starts an embedded etcd that the test stops at its end.
-func startServer(t *testing.T) *bootstrap.Server {
+func startServer(t testing.TB) *bootstrap.Server {
 	t.Helper()
 	s, err := bootstrap.StartServer(bounded(t), bootstrap.ServerConfig{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
@@ -51,7 +55,7 @@ func startServer(t *testing.T) *bootstrap.Server {
 var jobSeq atomic.Int64
 
 // jobID returns a job id unique to this test run.
-func jobID(t *testing.T) string {
+func jobID(t testing.TB) string {
 	name := strings.NewReplacer("/", "-", " ", "_", "#", "-").Replace(t.Name())
 	return fmt.Sprintf("%s-%d-%d", name, os.Getpid(), jobSeq.Add(1))
 }
@@ -64,7 +68,7 @@ func testOptions(srv *bootstrap.Server, job string, rank, world int, transport s
 		Job:               job,
 		Etcd:              bootstrap.ClientConfig{Endpoints: srv.Endpoints()},
 		RendezvousTimeout: 30 * time.Second,
-		LeaseTTL:          testTTL,
+		LeaseTTL:          steadyTTL,
 		Transport:         transport,
 		Paths:             2,
 		CloseTimeout:      10 * time.Second,
@@ -75,14 +79,14 @@ func testOptions(srv *bootstrap.Server, job string, rank, world int, transport s
 // startComms runs Init for every rank of a job in this process and
 // returns the communicators; the test's cleanup closes them and checks
 // that goroutines and file descriptors are back to where they were.
-func startComms(t *testing.T, world int, transport string, mod func(*Options)) []*Comm {
+func startComms(t testing.TB, world int, transport string, mod func(*Options)) []*Comm {
 	t.Helper()
 	_, comms := startJob(t, world, transport, mod)
 	return comms
 }
 
 // startJob is startComms that also returns the etcd server.
-func startJob(t *testing.T, world int, transport string, mod func(*Options)) (*bootstrap.Server, []*Comm) {
+func startJob(t testing.TB, world int, transport string, mod func(*Options)) (*bootstrap.Server, []*Comm) {
 	t.Helper()
 	baseG, baseFD := runtime.NumGoroutine(), openFDs(t)
 	t.Cleanup(func() {
@@ -112,7 +116,7 @@ func startJob(t *testing.T, world int, transport string, mod func(*Options)) (*b
 }
 
 // closeAll closes every communicator at once, as the ranks of a job do.
-func closeAll(t *testing.T, comms []*Comm) {
+func closeAll(t testing.TB, comms []*Comm) {
 	t.Helper()
 	done := make(chan struct{})
 	errs := make([]error, len(comms))
@@ -140,7 +144,7 @@ func closeAll(t *testing.T, comms []*Comm) {
 
 // onEach runs f for every rank concurrently and fails the test with the
 // first error.
-func onEach(t *testing.T, comms []*Comm, f func(c *Comm) error) {
+func onEach(t testing.TB, comms []*Comm, f func(c *Comm) error) {
 	t.Helper()
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
@@ -155,7 +159,7 @@ func onEach(t *testing.T, comms []*Comm, f func(c *Comm) error) {
 
 // checkGoroutines waits until no more goroutines run than before, and
 // fails with their stacks if some stay.
-func checkGoroutines(t *testing.T, before int) {
+func checkGoroutines(t testing.TB, before int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
@@ -169,7 +173,7 @@ func checkGoroutines(t *testing.T, before int) {
 }
 
 // openFDs counts this process's open file descriptors.
-func openFDs(t *testing.T) int {
+func openFDs(t testing.TB) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
@@ -180,7 +184,7 @@ func openFDs(t *testing.T) int {
 
 // checkFDs waits until the open file descriptors are back to before:
 // memory files, sockets and shared segments were all released.
-func checkFDs(t *testing.T, before int) {
+func checkFDs(t testing.TB, before int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	n := openFDs(t)

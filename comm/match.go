@@ -268,3 +268,26 @@ func (p *peer) postSendLocked(s *Handle) {
 	}
 	p.progressLocked()
 }
+
+// takeArrivedLocked completes receive r from a message that arrived
+// before the peer left, if one is waiting whole in r's channel: what a
+// rank sent before closing is still received.
+func (p *peer) takeArrivedLocked(r *Handle) bool {
+	ch := p.chans[chanKey{r.ctx, r.chKind}]
+	if ch == nil {
+		return false
+	}
+	m := p.takeUnexp(ch, r.tag, r.chKind != chanUser)
+	if m == nil {
+		return false
+	}
+	if m.kind == kindRTS {
+		// Its bytes can no longer be asked for.
+		p.freeMsgLocked(m)
+		return false
+	}
+	p.linkLive(r)
+	p.deliverLocked(r, m, nil)
+	p.freeMsgLocked(m)
+	return true
+}

@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -51,6 +52,29 @@ type Handle struct {
 }
 
 func newHandle() *Handle { return &Handle{sig: make(chan struct{}, 1)} }
+
+// handles recycles the handles of Send and Recv, which never leave the
+// communicator: a blocking call in steady use allocates nothing of its
+// own.
+var handles = sync.Pool{New: func() any { return newHandle() }}
+
+// recycleLocked returns a finished handle of a blocking call to the pool.
+// A handle that was given up may still be named by a queue (a control
+// message not sent yet, a chunk in flight) and is left to the garbage
+// collector instead. The caller holds the lock of h's peer, under which
+// every queue reads its handles.
+func (h *Handle) recycleLocked() {
+	if !h.done() || h.abandoned || h.live {
+		return
+	}
+	sig := h.sig
+	select {
+	case <-sig:
+	default:
+	}
+	*h = Handle{sig: sig}
+	handles.Put(h)
+}
 
 // Wait blocks until the operation completes or ctx ends, and returns the
 // number of bytes sent or received. When ctx ends first the operation is

@@ -158,7 +158,7 @@ func waitAll(ctx context.Context, hs []*Handle) error {
 // scenarioKill: the last rank is killed while the others wait on it, on
 // the user channel, and on the ordered channel for another rank. Both
 // waits fail naming the dead rank; the survivors still talk to each other.
-func scenarioKill(ctx context.Context, c *Comm, _ *bufio.Scanner) error {
+func scenarioKill(ctx context.Context, c *Comm, in *bufio.Scanner) error {
 	n, me := c.Size(), c.Rank()
 	victim := n - 1
 	if me == victim {
@@ -192,7 +192,11 @@ func scenarioKill(ctx context.Context, c *Comm, _ *bufio.Scanner) error {
 	if _, err := c.Split(ctx, 0, 0); !errors.As(err, &pe) || pe.Rank != victim {
 		return fmt.Errorf("a split with a dead rank: want its death, got %v", err)
 	}
-	// The survivors still talk to each other.
+	// Once every survivor has seen the death, the survivors (which a rank
+	// closing would fail as well) still talk to each other.
+	if !in.Scan() {
+		return errors.New("no go")
+	}
 	next, prev := (me+1)%victim, (me+victim-1)%victim
 	s, err := c.Isend(next, 3, []byte{byte(me)})
 	if err != nil {

@@ -42,12 +42,12 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		if j == c.rank {
 			continue
 		}
-		s, err := c.post(true, chanInternal, j, seq, mine)
+		s, err := c.post(true, chanInternal, j, seq, mine, false)
 		if err != nil {
 			return fail(err)
 		}
 		hs = append(hs, s)
-		r, err := c.post(false, chanInternal, j, seq, all[rec*j:rec*(j+1)])
+		r, err := c.post(false, chanInternal, j, seq, all[rec*j:rec*(j+1)], false)
 		if err != nil {
 			return fail(err)
 		}

@@ -16,8 +16,8 @@ import (
 // receives hold, two ranks sending large messages to each other could each
 // fill their pool with receives and wait forever for the other's sends.
 const (
-	stageChunk   = 1 << 20
-	stageBuffers = 8
+	stageChunk   = 4 << 20
+	stageBuffers = 4
 )
 
 // stagePool is one direction's staging buffers. They are allocated on
