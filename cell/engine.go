@@ -386,6 +386,26 @@ func (e *Engine) downMask() uint64 {
 	return m
 }
 
+// slotPath picks the path for a grant or a final bound for a ring slot
+// whose previous record went over path last (-1: none yet), and records
+// the choice in *last. While that path is up the new record follows the
+// old one on it: RC places one QP's writes in order, so the new record
+// lands after the old one. On another path the old record, still queued
+// behind cells on its own path or written again by reemit, could land
+// second and overwrite the newer record in the peer's slot; the peer
+// would find only a stale record there and wait for ever for the grant or
+// final that was lost. Otherwise the record goes over ctrlPath.
+func (e *Engine) slotPath(last *int8) int {
+	q := int(*last)
+	if q < 0 || q >= len(e.paths) || e.paths[q].state != PathUp {
+		q = e.ctrlPath()
+	}
+	if q >= 0 {
+		*last = int8(q)
+	}
+	return q
+}
+
 // ctrlPath picks the path for a grant or a final: the up path with the
 // least outstanding, or -1.
 func (e *Engine) ctrlPath() int {

@@ -31,6 +31,9 @@ type receiver struct {
 	seen   []uint64
 	idMask uint32
 	high   uint32 // highest id seen
+	// grantPath is, per grant ring slot, the path the last grant for it
+	// went over (see Engine.slotPath).
+	grantPath []int8
 }
 
 const seenValid = 1 << 32
@@ -41,6 +44,10 @@ func (r *receiver) init(cfg Config) {
 	r.seen = make([]uint64, cfg.Window)
 	r.idMask = uint32(cfg.Window - 1)
 	r.high = cfg.FirstCellID - 1
+	r.grantPath = make([]int8, cfg.MaxRanges)
+	for i := range r.grantPath {
+		r.grantPath[i] = -1
+	}
 }
 
 func (r *receiver) at(seq uint32) *recvRange { return &r.ranges[seq&r.mask] }
@@ -68,8 +75,9 @@ func (e *Engine) Recv(now int64, rr RecvRange) error {
 }
 
 func (e *Engine) writeGrant(x *recvRange) {
-	if q := e.ctrlPath(); q >= 0 {
-		e.rd.Grants = append(e.rd.Grants, GrantWrite{Path: q, Slot: int(x.seq & e.gmask),
+	slot := x.seq & e.gmask
+	if q := e.slotPath(&e.rcv.grantPath[slot]); q >= 0 {
+		e.rd.Grants = append(e.rd.Grants, GrantWrite{Path: q, Slot: int(slot),
 			Grant: Grant{Seq: x.seq, Addr: x.Addr, RKey: x.RKey, Len: x.Len}})
 	}
 }

@@ -32,10 +32,13 @@ type sender struct {
 	// finals keeps each final sent until the peer has surely seen it (it
 	// granted the slot again), to write it again if its path fails.
 	finals []finalRec
-	mask   uint32
-	seq    uint32 // sequence number of the next Send
-	oldest uint32 // oldest range without its Event
-	cutSeq uint32 // the range being cut into cells
+	// finalPath is, per final ring slot, the path the last final for it
+	// went over (see Engine.slotPath).
+	finalPath []int8
+	mask      uint32
+	seq       uint32 // sequence number of the next Send
+	oldest    uint32 // oldest range without its Event
+	cutSeq    uint32 // the range being cut into cells
 	// maxGrant is the highest grant sequence number seen, if anyGrant.
 	maxGrant uint32
 	anyGrant bool
@@ -46,6 +49,10 @@ func (s *sender) init(cfg Config) {
 	s.ranges = make([]sendRange, cfg.MaxRanges)
 	s.grants = make([]grantSlot, cfg.MaxRanges)
 	s.finals = make([]finalRec, cfg.MaxRanges)
+	s.finalPath = make([]int8, cfg.MaxRanges)
+	for i := range s.finalPath {
+		s.finalPath[i] = -1
+	}
 	s.mask = uint32(cfg.MaxRanges - 1)
 }
 
@@ -200,8 +207,9 @@ func (e *Engine) finishSend(r *sendRange, status FinalStatus, err error) {
 }
 
 func (e *Engine) writeFinal(f Final) {
-	if q := e.ctrlPath(); q >= 0 {
-		e.rd.Finals = append(e.rd.Finals, FinalWrite{Path: q, Slot: int(f.Seq & e.gmask), Final: f})
+	slot := f.Seq & e.gmask
+	if q := e.slotPath(&e.snd.finalPath[slot]); q >= 0 {
+		e.rd.Finals = append(e.rd.Finals, FinalWrite{Path: q, Slot: int(slot), Final: f})
 	}
 }
 
