@@ -10,9 +10,9 @@ import (
 // Send starts moving n bytes at offset off of mr to the peer, into the
 // receive range the peer posts for it: the k-th send of a connection fills
 // the peer's k-th receive. It does not block; the memory is the
-// connection's until the returned Op completes. At most Engine.MaxRanges
-// sends are outstanding: one more fails with an error wrapping
-// cell.ErrBusy.
+// connection's until the returned Op completes. Ranges beyond the
+// engine's window (Engine.MaxRanges per direction) wait in the driver, in
+// order.
 func (c *Conn) Send(mr verbs.MR, off, n int) (*Op, error) {
 	if err := c.checkRange("send", mr, off, n, verbs.AccessLocalWrite, false); err != nil {
 		return nil, err
@@ -24,8 +24,8 @@ func (c *Conn) Send(mr verbs.MR, off, n int) (*Op, error) {
 // for the peer's next send to fill. It does not block; the memory is the
 // connection's until the returned Op completes, whose length is the
 // number of bytes the peer sent (a send longer than the range fails at
-// both ends with cell.ErrTooLong). At most Engine.MaxRanges receives are
-// outstanding.
+// both ends with cell.ErrTooLong). Ranges beyond the window wait, as for
+// Send.
 func (c *Conn) Recv(mr verbs.MR, off, n int) (*Op, error) {
 	if err := c.checkRange("receive", mr, off, n, verbs.AccessRemoteWrite, true); err != nil {
 		return nil, err
@@ -54,15 +54,8 @@ func (c *Conn) SendAt(addr uint64, lkey uint32, n int64) (*Op, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	tag, ok := c.ops.put(o)
-	if !ok {
-		return nil, fmt.Errorf("%w: driver: peer %s: %d ranges outstanding", cell.ErrBusy, c.cfg.Peer, len(c.ops.slots))
-	}
 	now := c.now()
-	err := c.eng.Send(now, cell.SendRange{Tag: tag, Addr: addr, LKey: lkey, Len: n})
-	c.fed = true
-	if err != nil {
-		c.ops.take(tag)
+	if err := c.postLocked(now, queued{op: o, addr: addr, key: lkey, n: n}); err != nil {
 		c.drainLocked()
 		return nil, err
 	}
@@ -83,14 +76,7 @@ func (c *Conn) RecvAt(addr uint64, rkey uint32, n int64) (*Op, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	tag, ok := c.ops.put(o)
-	if !ok {
-		return nil, fmt.Errorf("%w: driver: peer %s: %d ranges outstanding", cell.ErrBusy, c.cfg.Peer, len(c.ops.slots))
-	}
-	err := c.eng.Recv(c.now(), cell.RecvRange{Tag: tag, Addr: addr, RKey: rkey, Len: n})
-	c.fed = true
-	if err != nil {
-		c.ops.take(tag)
+	if err := c.postLocked(c.now(), queued{op: o, addr: addr, key: rkey, n: n}); err != nil {
 		c.drainLocked()
 		return nil, err
 	}

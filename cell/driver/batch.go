@@ -63,8 +63,11 @@ func (c *Conn) drainLocked() {
 			}
 		}
 		if c.err != nil {
-			c.ops.failAll(c.err) // the engine failed every range: none is left
+			c.failAllLocked(c.err) // the engine failed those it had
 			return
+		}
+		if len(rd.Events) > 0 {
+			c.admitLocked() // the windows slid
 		}
 		if c.failed != 0 && c.err == nil {
 			now := c.now()

@@ -21,7 +21,7 @@ func (c *Conn) Abort(err error) {
 		_ = c.sendCtlLocked(ctlMsg{kind: msgBye}) // best effort: the QPs close now
 	}
 	c.failLocked(fmt.Errorf("driver: peer %s: %w: %w", c.cfg.Peer, ErrAborted, err))
-	c.ops.failAll(c.err)
+	c.failAllLocked(c.err)
 }
 
 // Close tells the peer goodbye, fails every range still in flight with an
@@ -54,7 +54,7 @@ func (c *Conn) Close() error {
 	}
 	c.mu.Lock()
 	c.failLocked(fmt.Errorf("driver: peer %s: %w", c.cfg.Peer, ErrClosed))
-	c.ops.failAll(c.err)
+	c.failAllLocked(c.err)
 	c.mu.Unlock()
 	<-c.exited
 	c.workers.Wait()
@@ -99,7 +99,7 @@ func (c *Conn) release() error {
 		keep(c.ctl.qp.Close())
 	}
 	c.mu.Lock()
-	c.ops.failAll(c.err)
+	c.failAllLocked(c.err)
 	c.mu.Unlock()
 	if c.cq != nil {
 		keep(c.cq.Close())

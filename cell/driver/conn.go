@@ -43,6 +43,9 @@ type Conn struct {
 	// on; Ready must be called exactly once per batch.
 	fed bool
 	ops opTable
+	// sendQ and recvQ hold the ranges posted while their direction's
+	// window was full, in order (see queue.go).
+	sendQ, recvQ []queued
 	// err is the connection's terminal failure; once set, nothing is
 	// posted any more.
 	err      error

@@ -30,7 +30,7 @@ type Stats struct {
 	// Keepalives counts the rounds of probes sent because ranges were in
 	// flight and nothing completed for a while.
 	Keepalives uint64
-	// InFlight is the number of ranges outstanding.
+	// InFlight is the number of ranges outstanding, queued included.
 	InFlight int
 }
 
@@ -60,7 +60,7 @@ func (c *Conn) Stats() Stats {
 		Parks:         c.counters.parks,
 		Parked:        c.parked,
 		Keepalives:    c.counters.keepalives,
-		InFlight:      c.ops.live(),
+		InFlight:      c.ops.live() + len(c.sendQ) + len(c.recvQ),
 		Paths:         make([]PathStats, len(c.paths)),
 	}
 	for i, p := range c.paths {

@@ -101,3 +101,34 @@ func TestConcurrentCallers(t *testing.T) {
 	}
 	require.EqualValues(t, workers*rounds, pr.b.conn.Stats().Engine.RangesReceived)
 }
+
+// Far more ranges than the engine's window are posted at once, both ways
+// in order: those beyond it wait in the driver, and every one arrives in
+// its place.
+func TestMoreRangesThanTheWindow(t *testing.T) {
+	const k, n = 40, 64 << 10
+	cfg := testConfig()
+	cfg.Engine.MaxRanges = 8
+	pr := newPair(t, providers[0], cfg)
+	ctx := bounded(t)
+	src, dst := pr.a.region(k*n), pr.b.region(k*n)
+	fill(src.Bytes(), 3)
+	var ops []*Op
+	for i := range k {
+		s, err := pr.a.conn.Send(src, i*n, n) // sends first: they wait for grants
+		require.NoError(t, err)
+		ops = append(ops, s)
+	}
+	require.Equal(t, k, pr.a.conn.Stats().InFlight)
+	for i := range k {
+		r, err := pr.b.conn.Recv(dst, i*n, n)
+		require.NoError(t, err)
+		ops = append(ops, r)
+	}
+	for i, o := range ops {
+		got, err := o.Wait(ctx)
+		require.NoError(t, err, "op %d", i)
+		require.Equal(t, n, got)
+	}
+	require.Equal(t, -1, firstDiff(src.Bytes(), dst.Bytes()))
+}
