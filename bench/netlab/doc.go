@@ -1,0 +1,49 @@
+// Package netlab builds a leaf-spine fabric out of Linux network namespaces
+// on one machine, so that RDMACell's multipath placement and recovery can
+// be measured on real kernel networking: real TCP, real ECMP hashing, real
+// queues and real link failures.
+//
+// # Topology
+//
+// A lab of H hosts and S spines has H+2+S namespaces: hosts h0..h(H-1),
+// leaves leaf0 and leaf1, and spines s0..s(S-1). Host h hangs off leaf
+// h%2, so that consecutive hosts (and ring neighbours) talk across the
+// spines. Every leaf has one veth to every spine. The leaves and spines
+// forward; the leaves route the other leaf's hosts over an ECMP route
+// with one next hop per spine and hash on the layer-4 five-tuple
+// (net.ipv4.fib_multipath_hash_policy=1, set inside each leaf's
+// namespace: the sysctl is per namespace). Each TCP connection, hence each
+// queue pair of the tcp provider, is thereby pinned to one spine, as a
+// RoCEv2 queue pair is by its UDP source port. (On veths the leaves hash
+// the flow hash the sending socket chose, a random value per connection;
+// the hosts are told never to draw a new one after a timeout, with
+// net.core.txrehash=0, so that a connection stays on its spine.)
+//
+// Addresses are private and exist only inside the lab's namespaces:
+// hosts of leaf L live in 10.(100+L).0.0/16 (host h is 10.(100+L).h.2, its
+// leaf 10.(100+L).h.1), and the link between leaf L and spine s is
+// 10.200.s.(4L)/30 (leaf .4L+1, spine .4L+2). The machine's own
+// interfaces, routes and sysctls are never touched: every link is created
+// directly inside its namespaces, and every sysctl is written inside one.
+//
+// # Rates and faults
+//
+// Spine links (both directions) and, optionally, host links are shaped
+// with tbf, so that the fabric, not the CPU, is the bottleneck. While
+// traffic runs a spine link can be slowed to a fraction of its rate
+// (SetRate), taken down on one side (LinkDown: the leaf on that side stops
+// using the spine, while the other leaf keeps hashing flows into it, which
+// the spine then drops — a gray failure), or made to flap (Flap).
+//
+// # Cleanup
+//
+// Every namespace of a lab is named NamePrefix + lab name + "-" + node, so
+// that whatever a lab created can be found again: Up removes the leftovers
+// of an earlier lab of the same name (a crashed run) before it builds,
+// removes what it built when building fails, and Down removes everything,
+// killing the processes still running inside. HandleSignals takes every
+// live lab down on SIGINT or SIGTERM before the process exits; the
+// package's tests take theirs down on failure and panic as well.
+//
+// Building needs root; Supported says whether this process can.
+package netlab

@@ -1,0 +1,80 @@
+package experiment
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/bench/netlab"
+)
+
+// TestMain takes the labs down on SIGINT or SIGTERM and after the tests.
+func TestMain(m *testing.M) {
+	stop := netlab.HandleSignals()
+	code := m.Run()
+	stop()
+	netlab.DownAll()
+	os.Exit(code)
+}
+
+// build compiles the module's package pkg into dir and returns the binary.
+func build(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, "github.com/rdmacell/rdmacell/"+pkg)
+	msg, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build %s: %s", pkg, msg)
+	return out
+}
+
+// TestCollectiveSurvivesPathFailure runs AllReduce between two lab hosts
+// with cellrun on each (two nodes, etcd served by host 0 over the fabric)
+// under the adaptive policy, and takes the spine link that carries the
+// most traffic down on the receiving leaf's side in the middle of the
+// run: the job completes and every element of every result is right.
+func TestCollectiveSurvivesPathFailure(t *testing.T) {
+	if err := netlab.Supported(context.Background()); err != nil {
+		t.Skipf("the lab needs root and network namespaces (ip netns): %v", err)
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("needs the go command to build cellrun: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := t.TempDir()
+	cellrun := build(t, bin, "launcher/cellrun")
+	program := build(t, bin, "bench/netlab/cmd/labprog")
+
+	l, err := netlab.Up(ctx, netlab.Config{Name: "failover", Hosts: 2, Spines: 4, SpineRate: netlab.Unlimited})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, l.Down(ctx))
+	})
+
+	s := &Setup{Lab: l, Cellrun: cellrun, Program: program, Paths: 4, Env: []string{os.Getenv("NL_ENV")},
+		Log: func(host int, line string) { t.Logf("host %d: %s", host, line) }}
+	res := s.Run(ctx, Trial{
+		Scenario: "test", Policy: "adaptive", Op: "allreduce",
+		Bytes: 32 << 20, Iters: 8, Warmup: 1,
+		Fault: Fault{Kind: LinkDown, Busiest: true, Link: netlab.SpineLink{Leaf: 1},
+			After: 300 * time.Millisecond, For: 2 * time.Second},
+		Timeout: 2 * time.Minute,
+	})
+	require.NoError(t, res.Err)
+	assert.True(t, res.Completed(), "the job completed")
+	assert.True(t, res.Correct(), "%d wrong elements", res.Wrong)
+	require.Len(t, res.Iterations, 8)
+	require.False(t, res.FaultAt.IsZero(), "the link went down")
+	assert.True(t, res.FaultAt.After(res.Iterations[0].Start) && res.FaultAt.Before(res.Iterations[7].End),
+		"the link went down while the collectives ran")
+	t.Logf("%v went down at +%v; median iteration %v, the one it hit %v longer",
+		res.FaultLink, res.FaultAt.Sub(res.Iterations[0].Start), res.MedianIteration(), res.Stall())
+}

@@ -1,0 +1,189 @@
+// Package traffic is the load the lab's experiments put on the fabric: a
+// rank of an RDMACell job (started by cellrun) that runs AllReduce and
+// AllToAll over large float32 buffers, checks every element of every
+// result, and prints one line per iteration for the experiment runner.
+//
+// Rank 0 prints, for each operation in turn:
+//
+//	BEGIN op=allreduce bytes=67108864 iter=0 at_ns=...
+//	ITER op=allreduce bytes=67108864 iter=0 start_ns=... end_ns=... algbw=... busbw=...
+//	...
+//	SUMMARY op=allreduce bytes=67108864 iters=5 wrong=0 seconds=... algbw=... busbw=...
+//
+// Warm-up iterations have negative iter numbers. wrong counts the
+// elements, over every rank and iteration, that did not hold the
+// expected value; a rank that finds any makes the program fail once the
+// summary is out. Each rank also reports every wrong result it gets on
+// standard error, as a WRONG line naming the first wrong element.
+// Bandwidths are in bytes per second, busbw with the factors of
+// nccl-tests (2(n-1)/n for AllReduce, (n-1)/n for AllToAll).
+package traffic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+	"unsafe"
+
+	"github.com/rdmacell/rdmacell/collectives"
+	"github.com/rdmacell/rdmacell/comm"
+)
+
+// Op names a collective the program runs.
+type Op string
+
+// The collectives.
+const (
+	AllReduce Op = "allreduce"
+	AllToAll  Op = "alltoall"
+)
+
+// Config says what to run.
+type Config struct {
+	// Ops run one after the other, each for Warmup+Iters iterations.
+	Ops []Op
+	// Bytes is the size of each rank's buffer; for AllToAll it is cut into
+	// one block per rank. Rounded down to whole elements (and blocks).
+	Bytes int
+	// Iters are measured and printed; Warmup iterations come first.
+	Iters, Warmup int
+	// Timeout bounds the whole run, start-up included.
+	Timeout time.Duration
+}
+
+// ErrWrong says that some result held an unexpected value.
+var ErrWrong = errors.New("traffic: wrong results")
+
+// Run joins the job from the launcher's environment and runs cfg,
+// printing results on out (rank 0 only) and wrong elements on errs (every
+// rank).
+func Run(ctx context.Context, cfg Config, out, errs io.Writer) (err error) {
+	if len(cfg.Ops) == 0 || cfg.Bytes < 4 || cfg.Iters < 1 || cfg.Warmup < 0 || cfg.Timeout <= 0 {
+		return fmt.Errorf("traffic: config %+v: want ops, at least 4 bytes, 1 iteration and a timeout", cfg)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	c, err := comm.Init(ctx, comm.Options{})
+	if err != nil {
+		return fmt.Errorf("traffic: init: %w", err)
+	}
+	defer func() {
+		if cerr := c.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("traffic: close: %w", cerr)
+		}
+	}()
+	g, err := collectives.New(c.P2P(), collectives.Options{})
+	if err != nil {
+		return fmt.Errorf("traffic: group: %w", err)
+	}
+	defer g.Close()
+	r := &runner{c: c, g: g, cfg: cfg, out: out, errs: errs}
+	if c.Rank() != 0 {
+		r.out = io.Discard
+	}
+	var wrong int64
+	for _, op := range cfg.Ops {
+		n, err := r.run(ctx, op)
+		if err != nil {
+			return err
+		}
+		wrong += n
+	}
+	if wrong > 0 {
+		return fmt.Errorf("%w: %d elements", ErrWrong, wrong)
+	}
+	return nil
+}
+
+// runner runs the operations of one rank.
+type runner struct {
+	c    *comm.Comm
+	g    *collectives.Group
+	cfg  Config
+	out  io.Writer
+	errs io.Writer
+}
+
+// run runs op for the warm-up and measured iterations and returns the
+// number of wrong elements over every rank.
+func (r *runner) run(ctx context.Context, op Op) (int64, error) {
+	n := r.c.Size()
+	count := r.cfg.Bytes / 4
+	factor := 2 * float64(n-1) / float64(n)
+	if op == AllToAll {
+		count -= count % n
+		factor = float64(n-1) / float64(n)
+	} else if op != AllReduce {
+		return 0, fmt.Errorf("traffic: unknown op %q: want allreduce or alltoall", op)
+	}
+	if count == 0 {
+		return 0, fmt.Errorf("traffic: %d bytes hold no element per rank for %s over %d ranks", r.cfg.Bytes, op, n)
+	}
+	send, err := r.alloc(count)
+	if err != nil {
+		return 0, err
+	}
+	defer r.c.Free(asBytes(send))
+	recv, err := r.alloc(count)
+	if err != nil {
+		return 0, err
+	}
+	defer r.c.Free(asBytes(recv))
+
+	bytes := count * 4
+	var wrong int64
+	var total time.Duration
+	for it := -r.cfg.Warmup; it < r.cfg.Iters; it++ {
+		fill(op, send, r.c.Rank(), n, it)
+		start := time.Now()
+		fmt.Fprintf(r.out, "BEGIN op=%s bytes=%d iter=%d at_ns=%d\n", op, bytes, it, start.UnixNano())
+		if op == AllReduce {
+			err = collectives.AllReduce(ctx, r.g, send, recv, collectives.Sum)
+		} else {
+			err = collectives.AllToAll(ctx, r.g, send, recv)
+		}
+		end := time.Now()
+		if err != nil {
+			return 0, fmt.Errorf("traffic: %s of %d bytes, iteration %d: %w", op, bytes, it, err)
+		}
+		bad, first := check(op, recv, r.c.Rank(), n, it)
+		if bad > 0 {
+			// Every rank says so, on stderr: the evidence for whoever
+			// looks into it.
+			fmt.Fprintf(r.errs, "WRONG op=%s bytes=%d iter=%d rank=%d elements=%d first_index=%d got=%g want=%g\n",
+				op, bytes, it, r.c.Rank(), bad, first.Index, first.Got, first.Want)
+		}
+		wrong += bad
+		d := end.Sub(start)
+		if it >= 0 {
+			total += d
+		}
+		algbw := float64(bytes) / d.Seconds()
+		fmt.Fprintf(r.out, "ITER op=%s bytes=%d iter=%d start_ns=%d end_ns=%d algbw=%.0f busbw=%.0f\n",
+			op, bytes, it, start.UnixNano(), end.UnixNano(), algbw, algbw*factor)
+	}
+	all := []int64{wrong}
+	if err := collectives.AllReduce(ctx, r.g, all, all, collectives.Sum); err != nil {
+		return 0, fmt.Errorf("traffic: count wrong elements of %s: %w", op, err)
+	}
+	algbw := float64(bytes) * float64(r.cfg.Iters) / total.Seconds()
+	fmt.Fprintf(r.out, "SUMMARY op=%s bytes=%d iters=%d wrong=%d seconds=%.6f algbw=%.0f busbw=%.0f\n",
+		op, bytes, r.cfg.Iters, all[0], total.Seconds(), algbw, algbw*factor)
+	return all[0], nil
+}
+
+// alloc returns count float32 in registered memory, which the
+// collectives move without a copy.
+func (r *runner) alloc(count int) ([]float32, error) {
+	b, err := r.c.Alloc(count * 4)
+	if err != nil {
+		return nil, fmt.Errorf("traffic: allocate %d bytes: %w", count*4, err)
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), count), nil
+}
+
+func asBytes(f []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), len(f)*4)
+}
