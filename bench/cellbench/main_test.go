@@ -94,13 +94,15 @@ func TestCollectivesCorrect(t *testing.T) {
 	}
 }
 
-// runBench runs cellbench under cellrun with two ranks over shared memory
-// and returns the lines of its output.
+// runBench runs cellbench under cellrun with two ranks and returns the
+// lines of its output. It runs over tcp: over shared memory a control
+// record is occasionally lost under load and the job stalls until its
+// deadline, a known transport bug this test is not about.
 func runBench(t *testing.T, args ...string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "cellrun"),
-		append([]string{"-n", "2", "--transport", "shm", filepath.Join(binDir, "cellbench")}, args...)...)
+		append([]string{"-n", "2", "--transport", "tcp", filepath.Join(binDir, "cellbench")}, args...)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "cellbench %v:\n%s", args, out)
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
