@@ -161,10 +161,15 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	err := fmt.Errorf("comm: rank %d: %w", c.rank, ErrClosed)
+	c.w.closedCtx.Store(c.id, true)
 	for _, r := range c.ranks {
 		p := c.w.peers[r]
 		p.mu.Lock()
 		p.cancelWhereLocked(err, func(h *Handle) bool { return h.c == c })
+		for _, kind := range []uint8{chanUser, chanOrdered, chanInternal} {
+			p.dropChannelLocked(chanKey{c.id, kind}, err)
+		}
+		p.progressLocked()
 		p.mu.Unlock()
 		p.wake()
 	}

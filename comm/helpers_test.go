@@ -46,9 +46,18 @@ func quietLogger() *slog.Logger {
 // startServer starts an embedded etcd that the test stops at its end.
 func startServer(t testing.TB) *bootstrap.Server {
 	t.Helper()
+	// Temporary files of the server and of the ranks go to a directory of
+	// the test's own, which must be empty again at its end.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	s, err := bootstrap.StartServer(bounded(t), bootstrap.ServerConfig{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close(context.Background())) })
+	t.Cleanup(func() {
+		require.NoError(t, s.Close(context.Background()))
+		left, err := os.ReadDir(tmp)
+		require.NoError(t, err)
+		require.Empty(t, left, "temporary files left behind")
+	})
 	return s
 }
 

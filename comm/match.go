@@ -157,10 +157,15 @@ func (p *peer) eagerBufLocked(n int) []byte {
 // if one is posted, or waits in its channel. payload is an eager
 // message's bytes in the control slot, valid only during the call.
 func (p *peer) incomingLocked(h *header, payload []byte) {
-	ch := p.channelLocked(chanKey{h.ctx, h.chKind})
 	m := p.newMsgLocked()
 	m.kind, m.tag, m.id, m.n = h.kind, h.tag, h.id, int(h.length)
 	m.reg = h.flags&flagRegistered != 0
+	if _, closed := p.w.closedCtx.Load(h.ctx); closed {
+		p.refuseLocked(m, nil)
+		p.freeMsgLocked(m)
+		return
+	}
+	ch := p.channelLocked(chanKey{h.ctx, h.chKind})
 	if r := ch.takePosted(h.tag, h.chKind != chanUser); r != nil {
 		p.deliverLocked(r, m, payload)
 		p.freeMsgLocked(m)
@@ -180,7 +185,9 @@ func (p *peer) deliverLocked(r *Handle, m *inMsg, payload []byte) {
 		if m.data != nil {
 			payload = m.data
 		}
-		p.owed++ // its slot or copy is free once this returns
+		if !p.self {
+			p.owed++ // its slot or copy is free once this returns
+		}
 	}
 	if r.chKind != chanUser && m.tag != r.tag {
 		mis := &MismatchError{Rank: r.c.rank, Peer: r.peerCR, Want: r.tag, Got: m.tag}
@@ -240,15 +247,7 @@ func (p *peer) postSendLocked(s *Handle) {
 	p.linkLive(s)
 	s.total = len(s.buf)
 	if p.self {
-		ch := p.channelLocked(chanKey{s.ctx, s.chKind})
-		m := p.newMsgLocked()
-		m.kind, m.tag, m.n, m.local = kindLocal, s.tag, len(s.buf), s
-		if r := ch.takePosted(s.tag, s.chKind != chanUser); r != nil {
-			p.deliverLocked(r, m, nil)
-			p.freeMsgLocked(m)
-			return
-		}
-		ch.pushUnexp(m)
+		p.sendSelfLocked(s)
 		return
 	}
 	p.nextID++
@@ -290,4 +289,59 @@ func (p *peer) takeArrivedLocked(r *Handle) bool {
 	p.deliverLocked(r, m, nil)
 	p.freeMsgLocked(m)
 	return true
+}
+
+// sendSelfLocked sends a message to this rank itself. A small one is
+// copied and complete at once, as an eager message to a peer would be; a
+// larger one waits as the sender's own buffer until a receive copies it.
+func (p *peer) sendSelfLocked(s *Handle) {
+	ch := p.channelLocked(chanKey{s.ctx, s.chKind})
+	m := p.newMsgLocked()
+	m.tag, m.n = s.tag, len(s.buf)
+	if r := ch.takePosted(s.tag, s.chKind != chanUser); r != nil {
+		m.kind, m.local = kindLocal, s
+		p.deliverLocked(r, m, nil)
+		p.freeMsgLocked(m)
+		return
+	}
+	if len(s.buf) <= eagerMax {
+		m.kind = kindEager
+		m.data = p.eagerBufLocked(len(s.buf))
+		copy(m.data, s.buf)
+		s.finishLocked(len(s.buf), nil)
+	} else {
+		m.kind, m.local = kindLocal, s
+	}
+	ch.pushUnexp(m)
+}
+
+// dropChannelLocked forgets the messages waiting in a channel of a closed
+// communicator: eager ones give their credit back, and the senders of
+// announced ones are told that no receive will come.
+func (p *peer) dropChannelLocked(k chanKey, err error) {
+	ch := p.chans[k]
+	if ch == nil {
+		return
+	}
+	delete(p.chans, k)
+	for m := ch.unexpHead; m != nil; {
+		next := m.next
+		p.refuseLocked(m, err)
+		p.freeMsgLocked(m)
+		m = next
+	}
+}
+
+// refuseLocked turns away a message no receive will take.
+func (p *peer) refuseLocked(m *inMsg, err error) {
+	switch m.kind {
+	case kindEager:
+		if !p.self {
+			p.owed++
+		}
+	case kindRTS:
+		p.queueNackLocked(m.id, reasonGone, 0)
+	case kindLocal:
+		m.local.cancelLocked(err)
+	}
 }

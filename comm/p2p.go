@@ -15,7 +15,7 @@ type Request interface {
 }
 
 // P2P is the point-to-point layer the collectives are built on. A
-// communicator provides it for collectives through its ordered channel, on
+// communicator provides it through its ordered channel (Comm.P2P), on
 // which the messages between two ranks are matched strictly in the order
 // they were posted: the n-th receive a rank posts for a peer takes the n-th
 // message that peer sent it on the channel. Collectives issue their

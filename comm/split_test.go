@@ -100,3 +100,24 @@ func TestSplit(t *testing.T) {
 		require.ErrorIs(t, err, ErrClosed)
 	}
 }
+
+// Messages for a communicator its receiver closed are turned away: a
+// large one fails at the sender instead of waiting forever, a small one
+// gives its credit back.
+func TestClosedSubcommRefuses(t *testing.T) {
+	comms := startComms(t, 2, TransportShm, nil)
+	subs := make([]*Comm, 2)
+	onEach(t, comms, func(c *Comm) error {
+		var err error
+		subs[c.Rank()], err = c.Split(bounded(t), 0, 0)
+		return err
+	})
+	require.NoError(t, subs[1].Close())
+	ctx := bounded(t)
+	for range 2 * eagerCredits {
+		require.NoError(t, subs[0].Send(ctx, 1, 1, []byte("small")))
+	}
+	err := subs[0].Send(ctx, 1, 1, make([]byte, 2*eagerMax))
+	require.ErrorIs(t, err, ErrCancelled)
+	require.NoError(t, subs[0].Close())
+}

@@ -46,6 +46,10 @@ type world struct {
 	// fail, once set, fails every operation: an abort, or Close.
 	fail atomic.Pointer[failure]
 
+	// closedCtx holds the context ids of communicators closed by Close:
+	// messages still arriving for them are turned away.
+	closedCtx sync.Map
+
 	mu        sync.Mutex
 	comms     map[uint64]*Comm
 	closeOnce sync.Once
