@@ -225,6 +225,7 @@ func (w *world) departed(err error) {
 // failAll fails every operation of the job with err and takes every link
 // down.
 func (w *world) failAll(err error) {
+	w.quiet.Store(true) // the links are torn down on purpose
 	for _, p := range w.peers {
 		p.mu.Lock()
 		p.downLocked(err)

@@ -108,7 +108,7 @@ func (w *world) start(ctx context.Context) error {
 		Host:         o.Host,
 		Capabilities: []string{TransportShm, TransportTCP},
 		LeaseTTL:     o.LeaseTTL,
-		Logger:       w.log.With("component", "bootstrap"),
+		Logger:       w.logger(""),
 	})
 	if err != nil {
 		return err
@@ -217,7 +217,7 @@ func (w *world) openDevices() error {
 			secret = w.opts.tcpSecret
 		}
 		d, err := tcp.Open(tcp.Options{ListenAddr: addr, Secret: secret, Host: w.host,
-			Logger: w.log.With("component", "tcp")})
+			Logger: w.logger("tcp")})
 		if err != nil {
 			return err
 		}
@@ -274,7 +274,7 @@ func (w *world) connect(ctx context.Context) error {
 					Paths:    w.opts.Paths,
 					Policy:   w.opts.Policy,
 					CellSize: w.opts.CellSize,
-					Logger:   w.log.With("component", "cell"),
+					Logger:   w.logger("cell"),
 				}, etcdExchange{job: w.job, peer: p.rank, key: "comm/" + kind})
 				mu.Lock()
 				defer mu.Unlock()

@@ -22,12 +22,16 @@ import (
 type world struct {
 	opts Options
 	log  *slog.Logger
-	job  *bootstrap.Job
-	rank int
-	size int
-	host string
-	pid  int
-	ttl  time.Duration
+	base *slog.Logger // the user's logger, for the components below
+	// quiet is set once this rank is closing: the connection losses its
+	// peers' leaving causes are expected then, not worth a warning.
+	quiet atomic.Bool
+	job   *bootstrap.Job
+	rank  int
+	size  int
+	host  string
+	pid   int
+	ttl   time.Duration
 
 	localRank, localSize int
 
@@ -84,6 +88,7 @@ func newWorld(opts Options, log *slog.Logger) *world {
 	w := &world{
 		opts:  opts,
 		log:   log.With("component", "comm", "job", opts.Job, "rank", opts.Rank),
+		base:  log,
 		rank:  opts.Rank,
 		size:  opts.WorldSize,
 		pid:   os.Getpid(),
@@ -221,6 +226,7 @@ func (w *world) watchDepartures() {
 func (w *world) close() error {
 	w.closeOnce.Do(func() {
 		closed := fmt.Errorf("comm: rank %d: %w", w.rank, ErrClosed)
+		w.quiet.Store(true)
 		if w.setFailure(closed) {
 			w.goodbye(closed)
 		}
@@ -262,6 +268,7 @@ func (w *world) goodbye(closed error) {
 // release stops everything and frees every link, region, device and the
 // job membership. It is also how a failed Init cleans up.
 func (w *world) release(cause error) error {
+	w.quiet.Store(true)
 	var errs []error
 	for _, p := range w.peers {
 		p.mu.Lock()
@@ -327,4 +334,43 @@ func (w *world) release(cause error) error {
 		return fmt.Errorf("comm: rank %d: close: %w", w.rank, errors.Join(real...))
 	}
 	return nil
+}
+
+// logger returns the logger of a component below the communicator: the
+// cell connections, a provider; "" for one that names itself (the
+// bootstrap).
+func (w *world) logger(component string) *slog.Logger {
+	l := w.base
+	if component != "" {
+		l = l.With("component", component, "job", w.opts.Job, "rank", w.opts.Rank)
+	}
+	return slog.New(&closingFilter{inner: l.Handler(), quiet: &w.quiet})
+}
+
+// closingFilter drops warnings once its world is closing.
+type closingFilter struct {
+	inner slog.Handler
+	quiet *atomic.Bool
+}
+
+func (h *closingFilter) Enabled(ctx context.Context, l slog.Level) bool {
+	if h.quiet.Load() && l >= slog.LevelWarn && l < slog.LevelError {
+		return false
+	}
+	return h.inner.Enabled(ctx, l)
+}
+
+func (h *closingFilter) Handle(ctx context.Context, r slog.Record) error {
+	if h.quiet.Load() && r.Level >= slog.LevelWarn && r.Level < slog.LevelError {
+		return nil
+	}
+	return h.inner.Handle(ctx, r)
+}
+
+func (h *closingFilter) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &closingFilter{inner: h.inner.WithAttrs(attrs), quiet: h.quiet}
+}
+
+func (h *closingFilter) WithGroup(name string) slog.Handler {
+	return &closingFilter{inner: h.inner.WithGroup(name), quiet: h.quiet}
 }
