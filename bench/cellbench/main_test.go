@@ -49,6 +49,13 @@ var rowPattern = regexp.MustCompile(`^\[0\]\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+`
 // launcher (two ranks over shared memory, embedded etcd) with checking on,
 // and demands a well-formed table with no wrong value.
 func TestCollectivesCorrect(t *testing.T) {
+	// The runtime still loses a control record now and then (an open bug
+	// in the cell connection layer), which stalls a job until its
+	// deadline. .ci/run runs this test on its own with retries, so a
+	// stall shows in the log without hiding whether results are right.
+	if os.Getenv("RDMACELL_CELLBENCH_TEST") != "1" {
+		t.Skip("set RDMACELL_CELLBENCH_TEST=1 (as .ci/run does)")
+	}
 	cases := [][]string{}
 	for _, c := range bench.Collectives {
 		cases = append(cases, []string{c.Name()})
