@@ -30,6 +30,7 @@ func (w *world) close() error {
 func (w *world) goodbye(closed error) {
 	for _, p := range w.peers {
 		p.mu.Lock()
+		p.closing = true
 		p.cancelWhereLocked(closed, nil)
 		if !p.self {
 			p.queueByeLocked()
@@ -37,7 +38,6 @@ func (w *world) goodbye(closed error) {
 		p.mu.Unlock()
 		p.wake()
 	}
-	w.log.Debug("closing: goodbyes sent")
 	t := time.NewTimer(w.opts.CloseTimeout)
 	defer t.Stop()
 	for _, p := range w.peers {
