@@ -38,7 +38,6 @@ type PeerError struct {
 	Err  error
 }
 
-// Error names the rank, its process and the cause.
 func (e *PeerError) Error() string {
 	return "comm: rank " + strconv.Itoa(e.Rank) + " (host " + e.Host + ", pid " + strconv.Itoa(e.PID) + "): " + e.Err.Error()
 }
@@ -59,7 +58,6 @@ type AbortError struct {
 	Err error
 }
 
-// Error names the aborting rank, its process and the cause.
 func (e *AbortError) Error() string {
 	return fmt.Sprintf("comm: rank %d (host %s, pid %d) aborted the job: %s", e.Rank, e.Host, e.PID, e.Cause)
 }
@@ -82,7 +80,6 @@ type TruncateError struct {
 	Len, Cap   int
 }
 
-// Error names both ranks, the tag and both lengths.
 func (e *TruncateError) Error() string {
 	return fmt.Sprintf("comm: rank %d received a %d-byte message with tag %d from rank %d into a %d-byte buffer",
 		e.Rank, e.Len, e.Tag, e.Peer, e.Cap)
@@ -99,7 +96,6 @@ type EnvError struct {
 	Missing bool
 }
 
-// Error names the variable, its value and what was wanted.
 func (e *EnvError) Error() string {
 	if e.Missing {
 		return "comm: environment variable " + e.Var + " is not set: want " + e.Want
@@ -114,7 +110,6 @@ type OptionError struct {
 	Want         string
 }
 
-// Error names the field, its value and what was wanted.
 func (e *OptionError) Error() string {
 	return "comm: Options." + e.Field + " = " + e.Value + ": want " + e.Want
 }
