@@ -74,7 +74,7 @@ func TestEtcdLostAfterSetup(t *testing.T) {
 			onEach(t, comms, func(c *Comm) error {
 				ctx := bounded(t)
 				next, prev := (c.Rank()+1)%3, (c.Rank()+2)%3
-				for i, n := range []int{1, 100 << 10, 3 << 20} {
+				for i, n := range []int{1, 100 << 10, 1 << 20} {
 					s, err := c.Isend(next, uint64(i), pattern(n, uint64(c.Rank())))
 					if err != nil {
 						return err

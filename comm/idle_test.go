@@ -34,7 +34,7 @@ func pumpsParked(c *Comm) bool {
 
 // An idle communicator parks every goroutine it has: its peers' pumps and
 // the connections' progress goroutines. The CPU time of an idle second is
-// logged.
+// logged, not asserted: the machine may be busy with other work.
 func TestIdleParks(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
@@ -58,10 +58,12 @@ func TestIdleParks(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}
-			time.Sleep(100 * time.Millisecond)
-			before := cpuTime(t)
-			time.Sleep(time.Second)
-			t.Logf("%s: CPU time of %d idle ranks over one second: %v", tr, len(comms), cpuTime(t)-before)
+			if tr == TransportShm {
+				time.Sleep(100 * time.Millisecond)
+				before := cpuTime(t)
+				time.Sleep(time.Second)
+				t.Logf("CPU time of %d idle ranks over one second: %v", len(comms), cpuTime(t)-before)
+			}
 			for _, c := range comms {
 				if !c.idle() {
 					t.Skipf("rank %d: the peers' goroutines are parked, but the cell connections' are not: "+

@@ -171,8 +171,9 @@ var scenarios = map[string]func(ctx context.Context, c *Comm, in *bufio.Scanner)
 }
 
 // Four ranks in four processes exchange over shared memory and over
-// forced tcp: rings of every size up to 64 MiB, zero-copy and staged,
-// tags in any order, an ordered-channel mismatch, a split.
+// forced tcp: rings of many sizes (up to 64 MiB on shared memory),
+// zero-copy and staged, tags in any order, an ordered-channel mismatch, a
+// split.
 func TestProcessExchange(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
