@@ -33,7 +33,10 @@
 // traffic runs a spine link can be slowed to a fraction of its rate
 // (SetRate), taken down on one side (LinkDown: the leaf on that side stops
 // using the spine, while the other leaf keeps hashing flows into it, which
-// the spine then drops — a gray failure), or made to flap (Flap).
+// the spine then drops — a gray failure), or made to flap (Flap). Like any
+// router, the spine answers what it cannot deliver with ICMP unreachables
+// (rate-limited): a new connection hashed there fails at once, while an
+// established one, for which TCP takes them as soft errors, just stalls.
 //
 // # Cleanup
 //

@@ -91,7 +91,7 @@ func (l *Lab) Hosts() int { return l.cfg.Hosts }
 // Spines is the number of spines.
 func (l *Lab) Spines() int { return l.cfg.Spines }
 
-// HostAddr is the address of host h.
+// HostAddr is the address of host h, 0 <= h < Hosts().
 func (l *Lab) HostAddr(h int) netip.Addr { return hostAddr(h) }
 
 // HostNamespace is the name of host h's network namespace.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -135,7 +136,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		status := fmt.Sprintf("%.1f MB/s busbw", r.BusBW/1e6)
 		switch {
 		case !r.Completed():
-			status = "FAILED: " + firstLine(r.Err)
+			status = "FAILED: " + cmp.Or(experiment.ErrorText(r.Err), "no summary")
 		case !r.Correct():
 			status = fmt.Sprintf("WRONG (%d elements)", r.Wrong)
 		}
@@ -151,14 +152,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		f.lab.Spines, f.lab.SpineRate, capacity/1e6, f.paths)
 	experiment.Summary(stdout, results, capacity)
 	return nil
-}
-
-func firstLine(err error) string {
-	if err == nil {
-		return "no summary"
-	}
-	line, _, _ := strings.Cut(err.Error(), "\n")
-	return line
 }
 
 // parseList reads a comma-separated list of integers.

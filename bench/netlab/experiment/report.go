@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -13,7 +14,7 @@ import (
 // csvHeader names the columns WriteCSV writes.
 var csvHeader = []string{"scenario", "op", "bytes", "ranks_per_host", "policy", "trial",
 	"completed", "wrong", "busbw_MBps", "median_iter_ms", "max_iter_ms", "stall_ms",
-	"fault", "fault_link", "elapsed_s", "error"}
+	"fault", "fault_link", "qp_failures", "elapsed_s", "error"}
 
 // CSVWriter writes one row per trial, as trials finish.
 type CSVWriter struct {
@@ -37,10 +38,7 @@ func (c *CSVWriter) Write(r Result) error {
 	for _, it := range r.Iterations {
 		maxIter = max(maxIter, it.Duration())
 	}
-	errText := ""
-	if r.Err != nil {
-		errText, _, _ = strings.Cut(r.Err.Error(), "\n")
-	}
+	errText := ErrorText(r.Err)
 	faultLink := ""
 	if !r.FaultAt.IsZero() || t.Fault.Kind == Degrade {
 		faultLink = r.FaultLink.String()
@@ -49,12 +47,32 @@ func (c *CSVWriter) Write(r Result) error {
 	row := []string{t.Scenario, t.Op, strconv.Itoa(t.Bytes), strconv.Itoa(t.RanksPerHost), t.Policy, strconv.Itoa(t.Index),
 		strconv.FormatBool(r.Completed()), strconv.FormatInt(r.Wrong, 10),
 		strconv.FormatFloat(r.BusBW/1e6, 'f', 2, 64), ms(r.MedianIteration()), ms(maxIter), ms(r.Stall()),
-		t.Fault.String(), faultLink, strconv.FormatFloat(r.Elapsed.Seconds(), 'f', 1, 64), errText}
+		t.Fault.String(), faultLink, strconv.Itoa(r.QPFailures), strconv.FormatFloat(r.Elapsed.Seconds(), 'f', 1, 64), errText}
 	if err := c.w.Write(row); err != nil {
 		return fmt.Errorf("experiment: write csv: %w", err)
 	}
 	c.w.Flush()
 	return c.w.Error()
+}
+
+// ErrorText is err in one line: for a failed node, how it ended and the
+// line of its output that says why.
+func ErrorText(err error) string {
+	var node *NodeError
+	if errors.As(err, &node) {
+		why := ""
+		for _, line := range node.Tail {
+			if strings.Contains(line, "labprog:") || strings.Contains(line, "WRONG") || why == "" {
+				why = line
+			}
+		}
+		return fmt.Sprintf("host %d: %v: %s", node.Host, node.Err, why)
+	}
+	if err == nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return line
 }
 
 // FabricBound is the most bus bandwidth (bytes per second) op can reach
@@ -80,7 +98,8 @@ type group struct {
 // Summary writes, in Markdown, one table per scenario and op: for each
 // policy the trials completed and correct, the median bus bandwidth with
 // its spread, its fraction of the fabric bound, and its ratio to ecmp
-// and spray; with a link failure, the stall. capacity is the fabric's
+// and spray; with a link failure, the stall; and how many queue pairs
+// failed (path resets, mostly). capacity is the fabric's
 // capacity each way, in bytes per second.
 func Summary(w io.Writer, results []Result, capacity float64) {
 	var groups []*group
@@ -110,13 +129,14 @@ func Summary(w io.Writer, results []Result, capacity float64) {
 			bound := FabricBound(g.op, first.RanksPerHost, capacity)
 			fmt.Fprintf(w, "\n%s, %s, %d MiB per rank, %d rank(s) per host; %s; fabric bound %.1f MB/s busbw\n\n",
 				g.scenario, g.op, first.Bytes>>20, first.RanksPerHost, first.Fault, bound/1e6)
-			fmt.Fprintln(w, "| policy | completed | correct | busbw MB/s median (min–max) | of bound | ÷ ecmp | ÷ spray | stall ms median (max) |")
-			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+			fmt.Fprintln(w, "| policy | completed | correct | busbw MB/s median (min–max) | of bound | ÷ ecmp | ÷ spray | stall ms median (max) | QP failures median |")
+			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 		}
 		bws := busbws(g.results)
 		completed, correct := 0, 0
-		var stalls []float64
+		var stalls, failures []float64
 		for _, r := range g.results {
+			failures = append(failures, float64(r.QPFailures))
 			if r.Completed() {
 				completed++
 			}
@@ -144,8 +164,8 @@ func Summary(w io.Writer, results []Result, capacity float64) {
 		if len(bws) > 0 {
 			spread = fmt.Sprintf("%.1f (%.1f–%.1f)", m/1e6, slices.Min(bws)/1e6, slices.Max(bws)/1e6)
 		}
-		fmt.Fprintf(w, "| %s | %d/%d | %d/%d | %s | %.2f | %s | %s | %s |\n",
-			g.policy, completed, len(g.results), correct, len(g.results), spread, m/bound, ratio("ecmp"), ratio("spray"), stall)
+		fmt.Fprintf(w, "| %s | %d/%d | %d/%d | %s | %.2f | %s | %s | %s | %.0f |\n",
+			g.policy, completed, len(g.results), correct, len(g.results), spread, m/bound, ratio("ecmp"), ratio("spray"), stall, median(failures))
 	}
 }
 

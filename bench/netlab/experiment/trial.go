@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +71,10 @@ type Result struct {
 	FaultAt   time.Time
 	// Elapsed is the job's wall time, start-up included.
 	Elapsed time.Duration
+	// QPFailures counts the queue pairs the ranks saw fail (the tcp
+	// provider's warnings): each path the engine gives up and resets
+	// shows up there, at both ends.
+	QPFailures int
 }
 
 // Completed says the job finished with a summary and no error.
@@ -106,6 +111,9 @@ func (r Result) Stall() time.Duration {
 	return 0
 }
 
+// qpFailedLog is what the tcp provider logs when a queue pair fails.
+const qpFailedLog = "tcp: QP failed"
+
 // Run runs one trial on s and collects what rank 0 reported. The fabric
 // is restored afterwards, whatever happened.
 func (s *Setup) Run(ctx context.Context, t Trial) Result {
@@ -117,6 +125,11 @@ func (s *Setup) Run(ctx context.Context, t Trial) Result {
 	line := func(host int, text string) {
 		if s.Log != nil {
 			s.Log(host, text)
+		}
+		if strings.Contains(text, qpFailedLog) {
+			mu.Lock()
+			res.QPFailures++
+			mu.Unlock()
 		}
 		rec, ok := parseRecord(text)
 		if !ok || rec.Rank != 0 {
