@@ -290,30 +290,3 @@ func (c *Comm) idle() bool {
 	}
 	return true
 }
-
-// ordered is a communicator's ordered channel.
-type ordered struct{ c *Comm }
-
-func (o ordered) Rank() int { return o.c.rank }
-
-func (o ordered) Size() int { return len(o.c.ranks) }
-
-func (o ordered) Isend(peer int, tag uint64, buf []byte) (Request, error) {
-	h, err := o.c.post(true, chanOrdered, peer, tag, buf, false)
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-func (o ordered) Irecv(peer int, tag uint64, buf []byte) (Request, error) {
-	h, err := o.c.post(false, chanOrdered, peer, tag, buf, false)
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-func (o ordered) Alloc(n int) ([]byte, error) { return o.c.Alloc(n) }
-
-func (o ordered) Free(b []byte) error { return o.c.Free(b) }

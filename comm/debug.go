@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 )
 
 // Debug output is per component: every logger of the runtime carries a
@@ -111,4 +112,43 @@ func (h *debugHandler) WithGroup(name string) slog.Handler {
 	c := *h
 	c.inner = h.inner.WithGroup(name)
 	return &c
+}
+
+// logger returns the logger of a component below the communicator: the
+// cell connections, a provider; "" for one that names itself (the
+// bootstrap).
+func (w *world) logger(component string) *slog.Logger {
+	l := w.base
+	if component != "" {
+		l = l.With("component", component, "job", w.opts.Job, "rank", w.opts.Rank)
+	}
+	return slog.New(&closingFilter{inner: l.Handler(), quiet: &w.quiet})
+}
+
+// closingFilter drops warnings once its world is closing.
+type closingFilter struct {
+	inner slog.Handler
+	quiet *atomic.Bool
+}
+
+func (h *closingFilter) Enabled(ctx context.Context, l slog.Level) bool {
+	if h.quiet.Load() && l >= slog.LevelWarn && l < slog.LevelError {
+		return false
+	}
+	return h.inner.Enabled(ctx, l)
+}
+
+func (h *closingFilter) Handle(ctx context.Context, r slog.Record) error {
+	if h.quiet.Load() && r.Level >= slog.LevelWarn && r.Level < slog.LevelError {
+		return nil
+	}
+	return h.inner.Handle(ctx, r)
+}
+
+func (h *closingFilter) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &closingFilter{inner: h.inner.WithAttrs(attrs), quiet: h.quiet}
+}
+
+func (h *closingFilter) WithGroup(name string) slog.Handler {
+	return &closingFilter{inner: h.inner.WithGroup(name), quiet: h.quiet}
 }

@@ -38,6 +38,7 @@ type PeerError struct {
 	Err  error
 }
 
+// Error names the rank, its process and the cause.
 func (e *PeerError) Error() string {
 	return "comm: rank " + strconv.Itoa(e.Rank) + " (host " + e.Host + ", pid " + strconv.Itoa(e.PID) + "): " + e.Err.Error()
 }
@@ -58,6 +59,7 @@ type AbortError struct {
 	Err error
 }
 
+// Error names the aborting rank, its process and the cause.
 func (e *AbortError) Error() string {
 	return fmt.Sprintf("comm: rank %d (host %s, pid %d) aborted the job: %s", e.Rank, e.Host, e.PID, e.Cause)
 }
@@ -80,6 +82,7 @@ type TruncateError struct {
 	Len, Cap   int
 }
 
+// Error names both ranks, the tag and both lengths.
 func (e *TruncateError) Error() string {
 	return fmt.Sprintf("comm: rank %d received a %d-byte message with tag %d from rank %d into a %d-byte buffer",
 		e.Rank, e.Len, e.Tag, e.Peer, e.Cap)
@@ -96,6 +99,7 @@ type EnvError struct {
 	Missing bool
 }
 
+// Error names the variable, its value and what was wanted.
 func (e *EnvError) Error() string {
 	if e.Missing {
 		return "comm: environment variable " + e.Var + " is not set: want " + e.Want
@@ -110,6 +114,7 @@ type OptionError struct {
 	Want         string
 }
 
+// Error names the field, its value and what was wanted.
 func (e *OptionError) Error() string {
 	return "comm: Options." + e.Field + " = " + e.Value + ": want " + e.Want
 }

@@ -180,6 +180,7 @@ func (w *world) failPeer(p *peer, err error, abortLinks bool) {
 	p.mu.Lock()
 	if p.err == nil {
 		p.err = err
+		w.log.Debug("peer failed", "peer", p.rank, "err", err)
 	}
 	err = p.err
 	if abortLinks {

@@ -48,6 +48,7 @@ type MismatchError struct {
 	Want, Got  uint64
 }
 
+// Error names both ranks and both tags.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("comm: rank %d expected message %#x from rank %d, got %#x: the ranks called different operations or arguments", e.Rank, e.Want, e.Peer, e.Got)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -287,4 +288,60 @@ func TestBadArguments(t *testing.T) {
 	b, err := c.Alloc(0)
 	require.NoError(t, err)
 	require.NoError(t, c.Free(b))
+}
+
+// Ranks on different hosts talk over tcp when the transport is auto, and
+// cannot be forced onto shared memory.
+func TestHostsPickTransport(t *testing.T) {
+	comms := startComms(t, 2, TransportAuto, func(o *Options) {
+		o.Host = fmt.Sprint("node-", o.Rank)
+		o.TCPAddr = "127.0.0.1"
+	})
+	for r, c := range comms {
+		require.Equal(t, TransportTCP, c.Transport(1-r))
+		require.Equal(t, 0, c.LocalRank())
+		require.Equal(t, 1, c.LocalSize())
+	}
+	onEach(t, comms, func(c *Comm) error {
+		ctx := bounded(t)
+		s, err := c.Isend(1-c.Rank(), 1, pattern(1<<20, uint64(c.Rank())))
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 1<<20)
+		if _, err := c.Recv(ctx, 1-c.Rank(), 1, buf); err != nil || firstDiff(buf, pattern(1<<20, uint64(1-c.Rank()))) >= 0 {
+			return fmt.Errorf("message between hosts: %v", err)
+		}
+		_, err = s.Wait(ctx)
+		return err
+	})
+
+	srv := startServer(t)
+	job := jobID(t)
+	errs := make([]error, 2)
+	done := make(chan int, 2)
+	for r := range 2 {
+		go func() {
+			o := testOptions(srv, job, r, 2, TransportShm)
+			o.Host = fmt.Sprint("node-", r)
+			o.RendezvousTimeout = 5 * time.Second
+			_, errs[r] = Init(bounded(t), o)
+			done <- r
+		}()
+	}
+	<-done
+	<-done
+	// A rank that fails leaves the job, so the other may fail on that
+	// first; at least one names the other's host.
+	named := 0
+	for r, err := range errs {
+		require.Error(t, err, "rank %d", r)
+		var oe *OptionError
+		if errors.As(err, &oe) {
+			require.Equal(t, "Transport", oe.Field)
+			require.ErrorContains(t, err, fmt.Sprintf(`rank %d is on host "node-%d"`, 1-r, 1-r))
+			named++
+		}
+	}
+	require.Positive(t, named, "%v", errs)
 }

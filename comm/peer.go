@@ -40,7 +40,6 @@ type peer struct {
 	linkErr error
 	goneErr error // the bootstrap's report, once gone is closed
 	stop    bool  // the pump must return
-	closing bool  // this rank is closing: goodbye sent or being sent
 
 	// Control stream, receiving: rops[s%ctlSlots] is the receive of slot
 	// sequence s; rseq is the next slot to process.

@@ -1,0 +1,33 @@
+package comm
+
+// ordered is a communicator's ordered channel, the P2P of its
+// collectives. Its operations are those of Isend and Irecv on a channel of
+// their own, where a receive takes the next message whatever its tag and
+// a tag that differs is a mismatch (see match.go).
+type ordered struct{ c *Comm }
+
+var _ P2P = ordered{}
+
+func (o ordered) Rank() int { return o.c.rank }
+
+func (o ordered) Size() int { return len(o.c.ranks) }
+
+func (o ordered) Isend(peer int, tag uint64, buf []byte) (Request, error) {
+	h, err := o.c.post(true, chanOrdered, peer, tag, buf, false)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (o ordered) Irecv(peer int, tag uint64, buf []byte) (Request, error) {
+	h, err := o.c.post(false, chanOrdered, peer, tag, buf, false)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (o ordered) Alloc(n int) ([]byte, error) { return o.c.Alloc(n) }
+
+func (o ordered) Free(b []byte) error { return o.c.Free(b) }
