@@ -32,6 +32,11 @@ type Config struct {
 	RTO int64
 	// NoDCQCN leaves every QP at line rate.
 	NoDCQCN bool
+	// PFC makes the fabric lossless: switches pause their upstream
+	// neighbours' data class per ingress port instead of dropping (see
+	// pfc.go). Off, the egress queues drop what the shared buffer cannot
+	// take and Go-Back-N recovers.
+	PFC bool
 
 	Scheme string
 	// Workload and Load drive Poisson arrivals per host; Flows, when set,

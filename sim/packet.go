@@ -11,6 +11,7 @@ const (
 	pkCWReply                 // ConWeave RTT reply, destination ToR to source ToR
 	pkCWClear                 // ConWeave: reordering of an epoch is over
 	pkCWNotify                // ConWeave: a path saw ECN (a = path)
+	pkPause                   // PFC: a = 1 pause the data class, 0 resume it
 )
 
 // Packet flags.
@@ -50,6 +51,7 @@ type packet struct {
 	fbPath int32 // CONGA: piggybacked feedback path, -1 none
 	cwEp   int32 // ConWeave epoch of the flow
 	up     bool  // still climbing the tree
+	in     int32 // PFC: the ingress port it is charged to at the current switch
 }
 
 // pool recycles packets: a free list of indices into one slice.
@@ -92,6 +94,15 @@ func (r *ring) push(x int32) {
 		r.buf, r.head = nb, 0
 	}
 	r.buf[(r.head+r.size)%len(r.buf)] = x
+	r.size++
+}
+
+// pushFront puts x at the head, to leave next.
+func (r *ring) pushFront(x int32) {
+	r.push(x) // grows the buffer if needed
+	r.size--
+	r.head = (r.head + len(r.buf) - 1) % len(r.buf)
+	r.buf[r.head] = x
 	r.size++
 }
 

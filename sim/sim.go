@@ -32,7 +32,9 @@ type Sim struct {
 	cells  *cellDriver
 	hula   *hula
 	stopAt int64
-	left   int // flows not finished
+	// pfcHdrm is the headroom per ingress port, 0 without PFC.
+	pfcHdrm int64
+	left    int // flows not finished
 
 	st Stats
 }
@@ -49,6 +51,8 @@ type Stats struct {
 	PathResets            uint64 // RDMACell: QPs given up and reset
 	CellsReposted         uint64
 	MaxQueue              int64
+	Pauses                uint64 // PFC PAUSE frames sent
+	PausedNs              int64  // PFC: total time ports spent paused
 	Wall                  time.Duration
 	SimTime               int64
 	Unfinished            int
@@ -65,6 +69,12 @@ func New(cfg Config) (*Sim, error) {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	s := &Sim{cfg: cfg, f: f, rng: newRNG(cfg.Seed), hosts: make([]host, f.hosts)}
+	if cfg.PFC {
+		s.pfcHdrm = cfg.pfcHeadroom()
+		if pool := cfg.BufferPerPort - s.pfcHdrm; pool <= 0 {
+			return nil, fmt.Errorf("sim: PFC headroom %d B per port leaves no shared buffer of %d B per port", s.pfcHdrm, cfg.BufferPerPort)
+		}
+	}
 	if cfg.Flows != nil {
 		s.flows = append([]Flow(nil), cfg.Flows...)
 	} else {

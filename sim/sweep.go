@@ -88,7 +88,7 @@ func bar(w io.Writer, done, total int, el time.Duration, j Job) {
 // CSVHeader names the columns WriteCSV writes.
 var CSVHeader = []string{"scheme", "workload", "load", "seed", "flows", "unfinished",
 	"avg", "p50", "p95", "p99", "p999", "small_avg", "small_p99", "large_avg", "large_p99",
-	"goodput_gbps", "drops", "timeouts", "nacks", "reordered", "path_resets", "cells_reposted",
+	"goodput_gbps", "drops", "pauses", "timeouts", "nacks", "reordered", "path_resets", "cells_reposted",
 	"max_queue_bytes", "events", "wall_s", "events_per_s", "error"}
 
 // WriteCSV writes rows as CSV with a header.
@@ -112,7 +112,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 			strconv.Itoa(r.All.Flows), strconv.Itoa(r.Unfinished),
 			f(r.All.Avg), f(r.All.P50), f(r.All.P95), f(r.All.P99), f(r.All.P999),
 			f(r.Small.Avg), f(r.Small.P99), f(r.Large.Avg), f(r.Large.P99), f(r.Goodput),
-			strconv.FormatUint(st.Drops, 10), strconv.FormatUint(st.Timeouts, 10), strconv.FormatUint(st.Nacks, 10),
+			strconv.FormatUint(st.Drops, 10), strconv.FormatUint(st.Pauses, 10), strconv.FormatUint(st.Timeouts, 10), strconv.FormatUint(st.Nacks, 10),
 			strconv.FormatUint(st.Reordered, 10), strconv.FormatUint(st.PathResets, 10), strconv.FormatUint(st.CellsReposted, 10),
 			strconv.FormatInt(st.MaxQueue, 10), strconv.FormatUint(st.Events, 10), f(st.Wall.Seconds()), f(eps), errs}
 		if err := cw.Write(rec); err != nil {

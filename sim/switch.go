@@ -3,7 +3,9 @@ package sim
 // The switch model: store-and-forward, a strict-priority control queue
 // and a FIFO data queue per egress port, one shared buffer per switch
 // with a dynamic threshold (α = 1: a queue may take what is still free),
-// RED-style ECN marking at dequeue, and per-switch-seeded ECMP.
+// RED-style ECN marking at dequeue, and per-switch-seeded ECMP. With PFC
+// the buffer is charged per ingress port instead and nothing is dropped
+// (pfc.go).
 
 // enqueue puts a packet on an egress port, dropping data that the shared
 // buffer cannot take.
@@ -14,7 +16,14 @@ func (s *Sim) enqueue(pi int32, pk int32) {
 		pt.ctrl.push(pk)
 	} else {
 		nd := &s.f.nodes[pt.node]
-		if nd.tier != 0 {
+		if nd.tier != 0 && s.pfcHdrm > 0 {
+			if !s.pfcAdmit(nd, p.in, int64(p.size)) {
+				s.st.Drops++
+				s.st.DropBytes += uint64(p.pay)
+				s.pl.put(pk)
+				return
+			}
+		} else if nd.tier != 0 {
 			total := s.cfg.BufferPerPort * int64(len(nd.ports))
 			sz := int64(p.size)
 			if nd.used+sz > total || pt.qbytes+sz > total-nd.used {
@@ -42,13 +51,19 @@ func (s *Sim) txStart(pi int32) {
 	switch {
 	case pt.ctrl.size > 0:
 		pk = pt.ctrl.pop()
+	case pt.paused:
+		// PFC holds the data class; control went first above.
 	case pt.data.size > 0:
 		pk = pt.data.pop()
 		p := &s.pl.p[pk]
 		pt.qbytes -= int64(p.size)
 		nd := &s.f.nodes[pt.node]
 		if nd.tier != 0 {
-			nd.used -= int64(p.size)
+			if s.pfcHdrm > 0 {
+				s.pfcRelease(nd, p.in, int64(p.size))
+			} else {
+				nd.used -= int64(p.size)
+			}
 			s.markECN(pt, p)
 		}
 	case s.f.nodes[pt.node].tier == 0:
@@ -84,6 +99,10 @@ func (s *Sim) markECN(pt *port, p *packet) {
 
 // arrive lands packet pk at the node owning port in.
 func (s *Sim) arrive(pk, in int32) {
+	if s.pl.p[pk].kind == pkPause {
+		s.pfcFrame(in, pk)
+		return
+	}
 	n := s.f.ports[in].node
 	if s.f.nodes[n].tier == 0 {
 		s.hostRecv(n, pk)
@@ -95,6 +114,7 @@ func (s *Sim) arrive(pk, in int32) {
 // forward routes a packet through switch sw.
 func (s *Sim) forward(sw, pk, in int32) {
 	p := &s.pl.p[pk]
+	p.in = in
 	if p.kind == pkProbe {
 		s.hula.recv(sw, pk, in)
 		return

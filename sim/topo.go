@@ -29,6 +29,13 @@ type port struct {
 	dreT, utilT int64
 	txBytes     int64
 	maxQ        int64
+	// PFC. As an ingress port (packets arriving by this port's link,
+	// the port itself leading back to their sender): data bytes buffered
+	// here in the shared part and in the headroom, and whether the
+	// sender is paused. As an egress port: paused by its peer, since.
+	inBytes, inHdrm int64
+	xoff, paused    bool
+	pausedAt        int64
 }
 
 // node is a host or a switch.

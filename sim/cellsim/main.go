@@ -46,6 +46,8 @@ func run() error {
 		recvLead  = flag.Duration("recv-lead", time.Millisecond, "RDMACell: how long before a flow its receiver posts the range")
 		tokenPrio = flag.Bool("token-prio", true, "RDMACell: receiver-end QPs (tokens) in the ACKs' priority class")
 		noDCQCN   = flag.Bool("no-dcqcn", false, "disable DCQCN")
+		pfc       = flag.Bool("pfc", false, "lossless fabric: PFC pauses per ingress port instead of drops")
+		rto       = flag.Duration("rto", 500*time.Microsecond, "Go-Back-N retransmission timeout")
 		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile here")
 	)
 	flag.Parse()
@@ -67,6 +69,7 @@ func run() error {
 		Topology: sim.Topology{Kind: *topo, K: *k, Leaves: *leaves, Spines: *spines, HostsPerLeaf: *hpl},
 		Duration: duration.Nanoseconds(), Warmup: warmup.Nanoseconds(),
 		Paths: *paths, CellBDP: *cellBDP, QPReset: qpReset.Nanoseconds(), RecvLead: recvLead.Nanoseconds(), NoDCQCN: *noDCQCN, TokenPrio: *tokenPrio,
+		PFC: *pfc, RTO: rto.Nanoseconds(),
 	}
 	if *cellBDP == 0 {
 		base.CellBDP = -1
