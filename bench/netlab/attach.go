@@ -8,31 +8,46 @@ import (
 	"time"
 )
 
-// Discover finds the lab called name that is up on this machine, possibly
-// built by another process (`netlab up`), so that it can be inspected,
-// given faults by hand and taken down. Its hosts and spines are read from
-// its namespaces, its nominal rates from the shaping of its links: the
-// fastest spine link gives SpineRate, so a fault in progress does not
-// become the norm.
-func Discover(ctx context.Context, name string) (*Lab, error) {
-	cfg := Config{Name: name}
-	if name == "" {
-		cfg.Name = DefaultName
+// Discover finds a lab that is up on this machine, possibly built by
+// another process (`netlab up`, `netlab run`), so that it can be
+// inspected and given faults by hand. query is the lab's ID or, if only
+// one lab of that name is up, its name; "" means DefaultName. The lab's
+// hosts and spines are read from its namespaces, its nominal rates from
+// the shaping of its links: the fastest spine link gives SpineRate, so
+// that a fault in progress does not become the norm.
+func Discover(ctx context.Context, query string) (*Lab, error) {
+	if query == "" {
+		query = DefaultName
 	}
-	if !namePattern.MatchString(cfg.Name) {
-		return nil, fmt.Errorf("%w: name %q: want 1 to 12 lower-case letters and digits", ErrConfig, cfg.Name)
+	if err := checkQuery(query); err != nil {
+		return nil, err
 	}
-	all, err := listNamespaces(ctx)
+	labs, err := labsUp(ctx)
 	if err != nil {
 		return nil, err
 	}
-	prefix := labPrefix(cfg.Name)
-	leaves := 0
-	for _, ns := range all {
-		node, ok := strings.CutPrefix(ns, prefix)
-		if !ok {
-			continue
+	var found []labID
+	for _, id := range sortedIDs(labs) {
+		if id.matches(query) {
+			found = append(found, id)
 		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("netlab: no lab %q is up", query)
+	case 1:
+	default:
+		ids := make([]string, len(found))
+		for i, id := range found {
+			ids[i] = id.String()
+		}
+		return nil, fmt.Errorf("%w: %d labs called %q are up (%s): name one by its ID", ErrConfig, len(found), query, strings.Join(ids, ", "))
+	}
+	id := found[0]
+	cfg := Config{Name: id.name}
+	leaves := 0
+	for _, ns := range labs[id] {
+		_, node, _ := parseNamespace(ns)
 		switch {
 		case strings.HasPrefix(node, "leaf"):
 			leaves++
@@ -43,11 +58,11 @@ func Discover(ctx context.Context, name string) (*Lab, error) {
 		}
 	}
 	if leaves != 2 || cfg.Hosts < 2 || cfg.Spines < 1 {
-		return nil, fmt.Errorf("netlab: no complete lab %q here (%d hosts, %d leaves, %d spines)", cfg.Name, cfg.Hosts, leaves, cfg.Spines)
+		return nil, fmt.Errorf("netlab: lab %s is not complete (%d hosts, %d leaves, %d spines)", id, cfg.Hosts, leaves, cfg.Spines)
 	}
 	cfg.SpineRate, cfg.HostRate = Unlimited, Unlimited
 	for s := range cfg.Spines {
-		r, queue, err := readShaping(ctx, cfg.leafNS(0), leafSpineIf(s))
+		r, queue, err := readShaping(ctx, id.leafNS(0), id.leafSpineIf(s))
 		if err != nil {
 			return nil, err
 		}
@@ -55,17 +70,17 @@ func Discover(ctx context.Context, name string) (*Lab, error) {
 			cfg.SpineRate, cfg.QueueDelay = r, queue
 		}
 	}
-	if cfg.HostRate, _, err = readShaping(ctx, cfg.hostNS(0), hostIfName); err != nil {
+	if cfg.HostRate, _, err = readShaping(ctx, id.hostNS(0), id.hostIf()); err != nil {
 		return nil, err
 	}
 	if err := cfg.resolve(); err != nil {
 		return nil, err
 	}
-	l := newLab(cfg)
+	l := newLab(cfg, id)
 	for s := range cfg.Spines {
 		for leaf := range 2 {
 			link := SpineLink{Spine: s, Leaf: leaf}
-			if l.rates[link.index()], _, err = readShaping(ctx, cfg.leafNS(leaf), leafSpineIf(s)); err != nil {
+			if l.rates[link.index()], _, err = readShaping(ctx, id.leafNS(leaf), id.leafSpineIf(s)); err != nil {
 				return nil, err
 			}
 		}
@@ -107,11 +122,15 @@ func readShaping(ctx context.Context, ns, dev string) (Rate, time.Duration, erro
 // Describe sums the lab up in a few lines: its nodes, addresses and rates.
 func (l *Lab) Describe() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "lab %q: %d hosts, 2 leaves, %d spines; spine links %v, host links %v, queues %v\n",
-		l.cfg.Name, l.cfg.Hosts, l.cfg.Spines, l.cfg.SpineRate, l.cfg.HostRate, l.cfg.QueueDelay)
+	owner := "detached"
+	if l.id.owner != 0 {
+		owner = fmt.Sprintf("owned by process %d", l.id.owner)
+	}
+	fmt.Fprintf(&b, "lab %s (%s): %d hosts, 2 leaves, %d spines; spine links %v, host links %v, queues %v\n",
+		l.id, owner, l.cfg.Hosts, l.cfg.Spines, l.cfg.SpineRate, l.cfg.HostRate, l.cfg.QueueDelay)
 	for h := range l.cfg.Hosts {
 		fmt.Fprintf(&b, "  host %d: %s, namespace %s, hostname %s, leaf %d\n",
-			h, hostAddr(h), l.cfg.hostNS(h), l.HostName(h), leafOf(h))
+			h, hostAddr(h), l.id.hostNS(h), l.HostName(h), leafOf(h))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -6,29 +6,29 @@ import (
 	"strings"
 )
 
-// build creates the namespaces, links, addresses, routes and queues of c.
+// build creates the namespaces, links, addresses, routes and queues of l.
 // It stops at the first error; the caller removes what was built.
-func build(ctx context.Context, c *Config) error {
-	for _, ns := range c.namespaces() {
+func build(ctx context.Context, l *Lab) error {
+	for _, ns := range l.Namespaces() {
 		if _, err := run(ctx, "ip", "netns", "add", ns); err != nil {
 			return err
 		}
 	}
 	// Before any link exists, so that the links are born without IPv6 and
 	// send nothing the counters of the tests would see.
-	if err := setSysctls(ctx, c); err != nil {
+	if err := setSysctls(ctx, l); err != nil {
 		return err
 	}
-	if err := createLinks(ctx, c); err != nil {
+	if err := createLinks(ctx, l); err != nil {
 		return err
 	}
-	if err := addressLinks(ctx, c); err != nil {
+	if err := addressLinks(ctx, l); err != nil {
 		return err
 	}
-	if err := addRoutes(ctx, c); err != nil {
+	if err := addRoutes(ctx, l); err != nil {
 		return err
 	}
-	return shapeAll(ctx, c)
+	return shapeAll(ctx, l)
 }
 
 // setSysctls configures each namespace, inside it: quiet (no IPv6),
@@ -42,7 +42,8 @@ func build(ctx context.Context, c *Config) error {
 // hash for a connection after a retransmission timeout (net.core.txrehash),
 // which would let a TCP connection escape a failed spine by itself — what
 // a RoCE queue pair, pinned by its UDP source port, cannot do.
-func setSysctls(ctx context.Context, c *Config) error {
+func setSysctls(ctx context.Context, lab *Lab) error {
+	c, id := &lab.cfg, lab.id
 	quiet := []string{"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"}
 	router := append(quiet, "net.ipv4.ip_forward=1",
 		"net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
@@ -52,17 +53,17 @@ func setSysctls(ctx context.Context, c *Config) error {
 		host = append(host, "net.ipv4.tcp_congestion_control="+c.Congestion)
 	}
 	for h := range c.Hosts {
-		if err := sysctl(ctx, c.hostNS(h), host...); err != nil {
+		if err := sysctl(ctx, id.hostNS(h), host...); err != nil {
 			return err
 		}
 	}
 	for l := range 2 {
-		if err := sysctl(ctx, c.leafNS(l), leaf...); err != nil {
+		if err := sysctl(ctx, id.leafNS(l), leaf...); err != nil {
 			return err
 		}
 	}
 	for s := range c.Spines {
-		if err := sysctl(ctx, c.spineNS(s), router...); err != nil {
+		if err := sysctl(ctx, id.spineNS(s), router...); err != nil {
 			return err
 		}
 	}
@@ -84,16 +85,17 @@ func readSysctl(ctx context.Context, ns, key string) (string, error) {
 
 // createLinks creates every veth pair from the leaves' side, each end
 // directly in its namespace.
-func createLinks(ctx context.Context, c *Config) error {
+func createLinks(ctx context.Context, lab *Lab) error {
+	c, id := &lab.cfg, lab.id
 	for l := range 2 {
 		var b batch
 		for h := l; h < c.Hosts; h += 2 {
-			b.add("link add name", leafHostIf(h), "type veth peer name", hostIfName, "netns", c.hostNS(h))
+			b.add("link add name", id.leafHostIf(h), "type veth peer name", id.hostIf(), "netns", id.hostNS(h))
 		}
 		for s := range c.Spines {
-			b.add("link add name", leafSpineIf(s), "type veth peer name", spineLeafIf(l), "netns", c.spineNS(s))
+			b.add("link add name", id.leafSpineIf(s), "type veth peer name", id.spineLeafIf(l), "netns", id.spineNS(s))
 		}
-		if err := ipBatch(ctx, c.leafNS(l), &b); err != nil {
+		if err := ipBatch(ctx, id.leafNS(l), &b); err != nil {
 			return err
 		}
 	}
@@ -101,7 +103,8 @@ func createLinks(ctx context.Context, c *Config) error {
 }
 
 // addressLinks gives every link its address and brings it up.
-func addressLinks(ctx context.Context, c *Config) error {
+func addressLinks(ctx context.Context, lab *Lab) error {
+	c, id := &lab.cfg, lab.id
 	up := func(b *batch, dev, addr string) {
 		b.add("addr add", addr, "dev", dev)
 		b.add("link set dev", dev, "up")
@@ -109,8 +112,8 @@ func addressLinks(ctx context.Context, c *Config) error {
 	for h := range c.Hosts {
 		var b batch
 		b.add("link set dev lo up")
-		up(&b, hostIfName, fmt.Sprintf("%v/24", hostAddr(h)))
-		if err := ipBatch(ctx, c.hostNS(h), &b); err != nil {
+		up(&b, id.hostIf(), fmt.Sprintf("%v/24", hostAddr(h)))
+		if err := ipBatch(ctx, id.hostNS(h), &b); err != nil {
 			return err
 		}
 	}
@@ -118,12 +121,12 @@ func addressLinks(ctx context.Context, c *Config) error {
 		var b batch
 		b.add("link set dev lo up")
 		for h := l; h < c.Hosts; h += 2 {
-			up(&b, leafHostIf(h), fmt.Sprintf("%v/24", hostGateway(h)))
+			up(&b, id.leafHostIf(h), fmt.Sprintf("%v/24", hostGateway(h)))
 		}
 		for s := range c.Spines {
-			up(&b, leafSpineIf(s), fmt.Sprintf("%v/30", spineLinkLeafAddr(s, l)))
+			up(&b, id.leafSpineIf(s), fmt.Sprintf("%v/30", spineLinkLeafAddr(s, l)))
 		}
-		if err := ipBatch(ctx, c.leafNS(l), &b); err != nil {
+		if err := ipBatch(ctx, id.leafNS(l), &b); err != nil {
 			return err
 		}
 	}
@@ -131,9 +134,9 @@ func addressLinks(ctx context.Context, c *Config) error {
 		var b batch
 		b.add("link set dev lo up")
 		for l := range 2 {
-			up(&b, spineLeafIf(l), fmt.Sprintf("%v/30", spineLinkSpineAddr(s, l)))
+			up(&b, id.spineLeafIf(l), fmt.Sprintf("%v/30", spineLinkSpineAddr(s, l)))
 		}
-		if err := ipBatch(ctx, c.spineNS(s), &b); err != nil {
+		if err := ipBatch(ctx, id.spineNS(s), &b); err != nil {
 			return err
 		}
 	}
@@ -143,35 +146,36 @@ func addressLinks(ctx context.Context, c *Config) error {
 // addRoutes installs the routes: hosts default to their leaf, each leaf
 // reaches the other leaf's hosts over every spine (ECMP), each spine
 // reaches each leaf's hosts over its link to that leaf.
-func addRoutes(ctx context.Context, c *Config) error {
+func addRoutes(ctx context.Context, lab *Lab) error {
+	c, id := &lab.cfg, lab.id
 	for h := range c.Hosts {
 		var b batch
-		route := []string{"route add default via", hostGateway(h).String(), "dev", hostIfName}
+		route := []string{"route add default via", hostGateway(h).String(), "dev", id.hostIf()}
 		if c.RTOMin > 0 {
 			route = append(route, "rto_min", fmt.Sprintf("%dms", c.RTOMin.Milliseconds()))
 		}
 		b.add(route...)
-		if err := ipBatch(ctx, c.hostNS(h), &b); err != nil {
+		if err := ipBatch(ctx, id.hostNS(h), &b); err != nil {
 			return err
 		}
 	}
 	for l := range 2 {
 		hops := []string{"route add", hostPrefix(1 - l).String()}
 		for s := range c.Spines {
-			hops = append(hops, "nexthop via", spineLinkSpineAddr(s, l).String(), "dev", leafSpineIf(s))
+			hops = append(hops, "nexthop via", spineLinkSpineAddr(s, l).String(), "dev", id.leafSpineIf(s))
 		}
 		var b batch
 		b.add(hops...)
-		if err := ipBatch(ctx, c.leafNS(l), &b); err != nil {
+		if err := ipBatch(ctx, id.leafNS(l), &b); err != nil {
 			return err
 		}
 	}
 	for s := range c.Spines {
 		var b batch
 		for l := range 2 {
-			b.add("route add", hostPrefix(l).String(), "via", spineLinkLeafAddr(s, l).String(), "dev", spineLeafIf(l))
+			b.add("route add", hostPrefix(l).String(), "via", spineLinkLeafAddr(s, l).String(), "dev", id.spineLeafIf(l))
 		}
-		if err := ipBatch(ctx, c.spineNS(s), &b); err != nil {
+		if err := ipBatch(ctx, id.spineNS(s), &b); err != nil {
 			return err
 		}
 	}

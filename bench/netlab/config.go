@@ -9,8 +9,10 @@ import (
 // Config describes a lab. The zero value of every field but Name means its
 // default.
 type Config struct {
-	// Name tells labs apart: it is part of every namespace name. 1 to 12
-	// lower-case letters and digits; default "lab".
+	// Name is for people: it starts the lab's ID and every namespace
+	// name. Labs of the same name can be up at once; a random tag in the
+	// ID tells them apart. 1 to 12 lower-case letters and digits; default
+	// "lab".
 	Name string
 	// Hosts is the number of hosts, 2 to 64 (default 2).
 	Hosts int

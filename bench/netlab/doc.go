@@ -38,15 +38,25 @@
 // (rate-limited): a new connection hashed there fails at once, while an
 // established one, for which TCP takes them as soft errors, just stalls.
 //
-// # Cleanup
+// # Names and cleanup
 //
-// Every namespace of a lab is named NamePrefix + lab name + "-" + node, so
-// that whatever a lab created can be found again: Up removes the leftovers
-// of an earlier lab of the same name (a crashed run) before it builds,
-// removes what it built when building fails, and Down removes everything,
-// killing the processes still running inside. HandleSignals takes every
-// live lab down on SIGINT or SIGTERM before the process exits; the
-// package's tests take theirs down on failure and panic as well.
+// Any number of labs can be up at once, in one process or several (go
+// test runs packages in parallel): nothing a lab creates shares a name
+// with another lab's. Each lab has an ID, its name and a random tag
+// ("failover-k3x9qa"), and an owner, the process that built it. Its
+// namespaces are named NamePrefix + name-tag-owner-node
+// ("rclab-failover-k3x9qa-4711-leaf0"), its interfaces tag-role
+// ("k3x9qa-s2"); addresses and routes exist only inside its namespaces.
+//
+// Removal goes by the lab, never by a prefix alone. Down removes the
+// lab's own namespaces, killing the processes still running inside, and
+// touches nothing else; so does the removal of what a failed Up built.
+// HandleSignals takes every lab of the process down on SIGINT or SIGTERM
+// before it exits; the package's tests take theirs down on failure and
+// panic as well. A process killed outright leaves its lab behind: Up
+// removes such leftovers, the labs whose owner no longer runs, and never
+// a lab whose owner still does. A detached lab (UpDetached, `netlab up`)
+// has no owner and stays until Cleanup (`netlab down`) removes it.
 //
 // Building needs root; Supported says whether this process can.
 package netlab

@@ -15,6 +15,9 @@ var (
 	ErrNotSupported = errors.New("netlab: network namespaces not available")
 	// ErrDown is an operation on a lab that was taken down.
 	ErrDown = errors.New("netlab: lab is down")
+	// ErrInUse is a lab that belongs to a process that still runs, which
+	// alone may take it down, or a detached lab's name already taken.
+	ErrInUse = errors.New("netlab: lab in use")
 )
 
 // CommandError is a command of iproute2 (or another tool) that failed,

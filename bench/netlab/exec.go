@@ -28,7 +28,7 @@ func (l *Lab) HostName(h int) string { return fmt.Sprintf("%s-h%d", l.cfg.Name, 
 func (l *Lab) Command(ctx context.Context, h int, name string, args ...string) *exec.Cmd {
 	// sh sets the hostname inside the new UTS namespace, then becomes the
 	// program: the process ip starts is the program itself.
-	full := append([]string{"netns", "exec", l.cfg.hostNS(h),
+	full := append([]string{"netns", "exec", l.id.hostNS(h),
 		"sh", "-c", `hostname "$0" && exec "$@"`, l.HostName(h), name}, args...)
 	cmd := exec.CommandContext(ctx, "ip", full...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUTS, Setpgid: true}
@@ -44,7 +44,7 @@ func (l *Lab) InHost(h int, f func() error) error {
 	if h < 0 || h >= l.cfg.Hosts {
 		return fmt.Errorf("%w: host %d: the lab has hosts 0..%d", ErrConfig, h, l.cfg.Hosts-1)
 	}
-	return inNamespace(l.cfg.hostNS(h), f)
+	return inNamespace(l.id.hostNS(h), f)
 }
 
 // inNamespace runs f on a locked thread moved into namespace ns. The

@@ -26,8 +26,8 @@ func (l *Lab) setLink(ctx context.Context, link SpineLink, state string) error {
 		return err
 	}
 	var b batch
-	b.add("link set dev", leafSpineIf(link.Spine), state)
-	if err := ipBatch(ctx, l.cfg.leafNS(link.Leaf), &b); err != nil {
+	b.add("link set dev", l.id.leafSpineIf(link.Spine), state)
+	if err := ipBatch(ctx, l.id.leafNS(link.Leaf), &b); err != nil {
 		return fmt.Errorf("netlab: set %v %s: %w", link, state, err)
 	}
 	return nil

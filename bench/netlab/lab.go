@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 )
@@ -13,6 +14,7 @@ import (
 // concurrent use; after Down they return ErrDown.
 type Lab struct {
 	cfg Config
+	id  labID
 
 	mu   sync.Mutex
 	down bool
@@ -28,43 +30,63 @@ type SpineLink struct {
 
 func (l SpineLink) String() string { return fmt.Sprintf("s%d-leaf%d", l.Spine, l.Leaf) }
 
-// Up builds the lab cfg describes. Leftovers of an earlier lab with the
-// same name are removed first; if building fails, whatever was built is
-// removed again. The lab stays until Down, also when ctx ends later.
+// Up builds the lab cfg describes, owned by this process: every name it
+// creates is its own (see ID), so that any number of labs, of any names,
+// can be up at once, in this process and others. The leftovers of labs
+// whose processes died without taking them down are removed first; the
+// labs of running processes are never touched. If building fails,
+// whatever was built is removed again. The lab stays until Down, also
+// when ctx ends later; HandleSignals takes it down on an interrupt.
 func Up(ctx context.Context, cfg Config) (*Lab, error) {
+	return up(ctx, cfg, os.Getpid())
+}
+
+// UpDetached is Up for a lab that outlives this process, as `netlab up`
+// leaves one: nobody owns it, so it is never taken for a leftover, and it
+// stays until Cleanup (`netlab down`) removes it. Its name must not be
+// that of another detached lab, so that the name alone finds it.
+func UpDetached(ctx context.Context, cfg Config) (*Lab, error) {
+	if err := cfg.resolve(); err != nil {
+		return nil, err
+	}
+	labs, err := labsUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for id := range labs {
+		if id.owner == 0 && id.name == cfg.Name {
+			return nil, fmt.Errorf("%w: a detached lab called %q is up already (%s): take it down with netlab down --name %s",
+				ErrInUse, cfg.Name, id, id)
+		}
+	}
+	return up(ctx, cfg, 0)
+}
+
+func up(ctx context.Context, cfg Config, owner int) (*Lab, error) {
 	if err := cfg.resolve(); err != nil {
 		return nil, err
 	}
 	if err := Supported(ctx); err != nil {
 		return nil, err
 	}
-	if err := Cleanup(ctx, cfg.Name); err != nil {
-		return nil, fmt.Errorf("netlab: remove leftovers of lab %q: %w", cfg.Name, err)
+	if err := reapLeftovers(ctx); err != nil {
+		return nil, err
 	}
-	l := newLab(cfg)
+	l := newLab(cfg, labID{name: cfg.Name, owner: owner})
+	// The tag is drawn while registering, so that no two labs of this
+	// process share one; labs of other processes differ by their owner.
 	register(l)
-	if err := build(ctx, &l.cfg); err != nil {
+	if err := build(ctx, l); err != nil {
 		// Remove with a context of its own: ctx may be what ended.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		return nil, errors.Join(fmt.Errorf("netlab: build lab %q: %w", cfg.Name, err), l.Down(cctx))
+		return nil, errors.Join(fmt.Errorf("netlab: build lab %s: %w", l.id, err), l.Down(cctx))
 	}
 	return l, nil
 }
 
-// Attach describes a lab that is already up, built by Up with the same
-// cfg, possibly in another process (such as `netlab up`), so that faults
-// can be injected into it and it can be taken down. The lab's rates are
-// taken to be those of cfg.
-func Attach(cfg Config) (*Lab, error) {
-	if err := cfg.resolve(); err != nil {
-		return nil, err
-	}
-	return newLab(cfg), nil
-}
-
-func newLab(cfg Config) *Lab {
-	l := &Lab{cfg: cfg, rates: make([]Rate, 2*cfg.Spines)}
+func newLab(cfg Config, id labID) *Lab {
+	l := &Lab{cfg: cfg, id: id, rates: make([]Rate, 2*cfg.Spines)}
 	for i := range l.rates {
 		l.rates[i] = cfg.SpineRate
 	}
@@ -73,14 +95,32 @@ func newLab(cfg Config) *Lab {
 
 // Down removes the lab: it kills the processes still running in its
 // namespaces and deletes the namespaces, and with them every link and
-// address. It can be called more than once.
+// address. It touches nothing of any other lab. It can be called more
+// than once. A lab found with Discover that a running process owns is
+// that process's to take down: Down refuses it with ErrInUse.
 func (l *Lab) Down(ctx context.Context) error {
+	if l.id.owner != 0 && l.id.owner != os.Getpid() && processAlive(l.id.owner) {
+		return fmt.Errorf("%w: lab %s belongs to process %d, which still runs", ErrInUse, l.id, l.id.owner)
+	}
 	l.mu.Lock()
 	l.down = true
 	l.mu.Unlock()
 	unregister(l)
-	return Cleanup(ctx, l.cfg.Name)
+	namespaces, err := namespacesOf(ctx, l.id)
+	if err != nil {
+		return err
+	}
+	return removeNamespaces(ctx, namespaces)
 }
+
+// ID tells this lab apart from every other lab up on the machine: its
+// name and a random tag, such as "failover-k3x9qa". Every namespace of
+// the lab carries the ID, every interface the tag.
+func (l *Lab) ID() string { return l.id.String() }
+
+// Owner is the pid of the process that owns the lab (the one that built
+// it with Up), 0 for a detached lab.
+func (l *Lab) Owner() int { return l.id.owner }
 
 // Config returns the lab's configuration, defaults filled in.
 func (l *Lab) Config() Config { return l.cfg }
@@ -95,13 +135,13 @@ func (l *Lab) Spines() int { return l.cfg.Spines }
 func (l *Lab) HostAddr(h int) netip.Addr { return hostAddr(h) }
 
 // HostNamespace is the name of host h's network namespace.
-func (l *Lab) HostNamespace(h int) string { return l.cfg.hostNS(h) }
+func (l *Lab) HostNamespace(h int) string { return l.id.hostNS(h) }
 
 // LeafOf is the leaf host h hangs off (0 or 1).
 func (l *Lab) LeafOf(h int) int { return leafOf(h) }
 
 // Namespaces lists every namespace of the lab.
-func (l *Lab) Namespaces() []string { return l.cfg.namespaces() }
+func (l *Lab) Namespaces() []string { return l.id.namespaces(l.cfg.Hosts, l.cfg.Spines) }
 
 // SpineLinks lists the links between the spines and leaf.
 func (l *Lab) SpineLinks(leaf int) []SpineLink {

@@ -51,15 +51,8 @@ func upLab(t *testing.T, ctx context.Context, cfg Config) *Lab {
 	return l
 }
 
-// rootState is what the machine's own network looks like from the root
-// namespace: the lab must leave it exactly as it found it.
-type rootState struct {
-	namespaces, links, addrs, routes string
-	sysctls                          map[string]string
-}
-
 // rootSysctls are the settings the lab changes inside its namespaces;
-// their root values must not move.
+// their values in the machine's own namespace must never move.
 var rootSysctls = []string{
 	"net/ipv4/ip_forward",
 	"net/ipv4/fib_multipath_hash_policy",
@@ -68,42 +61,77 @@ var rootSysctls = []string{
 	"net/ipv6/conf/all/disable_ipv6",
 	"net/ipv6/conf/default/disable_ipv6",
 	"net/ipv4/tcp_congestion_control",
+	"net/core/txrehash",
 }
 
-func readRootState(t *testing.T) rootState {
+// readRootSysctls reads rootSysctls in this process's namespace, the
+// machine's own.
+func readRootSysctls(t *testing.T) map[string]string {
 	t.Helper()
-	cmd := func(args ...string) string {
-		out, err := exec.Command(args[0], args[1:]...).Output()
-		require.NoError(t, err, "%v", args)
-		return string(out)
-	}
-	s := rootState{
-		namespaces: cmd("ip", "netns", "list"),
-		links:      cmd("ip", "-o", "link", "show"),
-		addrs:      cmd("ip", "-o", "addr", "show"),
-		routes:     cmd("ip", "route", "show", "table", "all"),
-		sysctls:    map[string]string{},
-	}
+	m := map[string]string{}
 	for _, key := range rootSysctls {
-		b, err := os.ReadFile("/proc/sys/" + key)
-		if err == nil {
-			s.sysctls[key] = strings.TrimSpace(string(b))
+		if b, err := os.ReadFile("/proc/sys/" + key); err == nil {
+			m[key] = strings.TrimSpace(string(b))
 		}
 	}
-	return s
+	return m
 }
 
-// labNamespaces lists the namespaces of the lab called name.
-func labNamespaces(t *testing.T, name string) []string {
+// rootTraces lists what the machine's own namespace shows of the lab
+// whose ID is id: links, addresses and routes that name one of its
+// interfaces. It looks only for this lab's names, so other labs, and
+// whatever else runs on the machine, cannot disturb it. It must always
+// be empty: a lab creates every link inside its namespaces.
+func rootTraces(t *testing.T, id string) []string {
 	t.Helper()
-	all, err := listNamespaces(context.Background())
+	_, tag, ok := strings.Cut(id, "-")
+	require.True(t, ok, "lab ID %q", id)
+	var traces []string
+	for _, args := range [][]string{
+		{"-o", "link", "show"},
+		{"-o", "addr", "show"},
+		{"route", "show", "table", "all"},
+	} {
+		out, err := exec.Command("ip", args...).Output()
+		require.NoError(t, err, "ip %v", args)
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, tag+"-") {
+				traces = append(traces, line)
+			}
+		}
+	}
+	return traces
+}
+
+// labNamespaces lists the namespaces of the lab whose ID is id.
+func labNamespaces(t *testing.T, id string) []string {
+	t.Helper()
+	labs, err := labsUp(context.Background())
 	require.NoError(t, err)
 	var ours []string
-	for _, ns := range all {
-		if strings.HasPrefix(ns, labPrefix(name)) {
-			ours = append(ours, ns)
+	for lid, ns := range labs {
+		if lid.String() == id {
+			ours = append(ours, ns...)
 		}
 	}
 	sort.Strings(ours)
 	return ours
+}
+
+// requireGone checks that nothing of the lab whose ID is id is left.
+func requireGone(t *testing.T, id string) {
+	t.Helper()
+	require.Empty(t, labNamespaces(t, id), "namespaces of lab %s", id)
+	require.Empty(t, rootTraces(t, id), "lab %s in the root namespace", id)
+}
+
+// requireIntact checks that every namespace of l is there, that l shows
+// nowhere outside them, and that its hosts reach each other.
+func requireIntact(t *testing.T, l *Lab) {
+	t.Helper()
+	want := l.Namespaces()
+	sort.Strings(want)
+	require.Equal(t, want, labNamespaces(t, l.ID()), "namespaces of lab %s", l.ID())
+	require.Empty(t, rootTraces(t, l.ID()), "lab %s in the root namespace", l.ID())
+	require.NoError(t, transfer(l, 0, 1, 64<<10), "lab %s carries traffic", l.ID())
 }

@@ -27,20 +27,21 @@ func tbfArgs(r Rate, queue time.Duration) string {
 
 // shapeAll puts a tbf on both ends of every spine link and, with a
 // HostRate, of every host link.
-func shapeAll(ctx context.Context, c *Config) error {
+func shapeAll(ctx context.Context, lab *Lab) error {
+	c, id := &lab.cfg, lab.id
 	for l := range 2 {
 		var b batch
 		if c.SpineRate != Unlimited {
 			for s := range c.Spines {
-				b.add("qdisc add dev", leafSpineIf(s), "root", tbfArgs(c.SpineRate, c.QueueDelay))
+				b.add("qdisc add dev", id.leafSpineIf(s), "root", tbfArgs(c.SpineRate, c.QueueDelay))
 			}
 		}
 		if c.HostRate != Unlimited {
 			for h := l; h < c.Hosts; h += 2 {
-				b.add("qdisc add dev", leafHostIf(h), "root", tbfArgs(c.HostRate, c.QueueDelay))
+				b.add("qdisc add dev", id.leafHostIf(h), "root", tbfArgs(c.HostRate, c.QueueDelay))
 			}
 		}
-		if err := tcBatch(ctx, c.leafNS(l), &b); err != nil {
+		if err := tcBatch(ctx, id.leafNS(l), &b); err != nil {
 			return err
 		}
 	}
@@ -48,9 +49,9 @@ func shapeAll(ctx context.Context, c *Config) error {
 		for s := range c.Spines {
 			var b batch
 			for l := range 2 {
-				b.add("qdisc add dev", spineLeafIf(l), "root", tbfArgs(c.SpineRate, c.QueueDelay))
+				b.add("qdisc add dev", id.spineLeafIf(l), "root", tbfArgs(c.SpineRate, c.QueueDelay))
 			}
-			if err := tcBatch(ctx, c.spineNS(s), &b); err != nil {
+			if err := tcBatch(ctx, id.spineNS(s), &b); err != nil {
 				return err
 			}
 		}
@@ -58,8 +59,8 @@ func shapeAll(ctx context.Context, c *Config) error {
 	if c.HostRate != Unlimited {
 		for h := range c.Hosts {
 			var b batch
-			b.add("qdisc add dev", hostIfName, "root", tbfArgs(c.HostRate, c.QueueDelay))
-			if err := tcBatch(ctx, c.hostNS(h), &b); err != nil {
+			b.add("qdisc add dev", id.hostIf(), "root", tbfArgs(c.HostRate, c.QueueDelay))
+			if err := tcBatch(ctx, id.hostNS(h), &b); err != nil {
 				return err
 			}
 		}
@@ -92,8 +93,8 @@ func (l *Lab) SetRate(ctx context.Context, link SpineLink, r Rate) error {
 		verb = "change"
 	}
 	ends := []struct{ ns, dev string }{
-		{l.cfg.leafNS(link.Leaf), leafSpineIf(link.Spine)},
-		{l.cfg.spineNS(link.Spine), spineLeafIf(link.Leaf)},
+		{l.id.leafNS(link.Leaf), l.id.leafSpineIf(link.Spine)},
+		{l.id.spineNS(link.Spine), l.id.spineLeafIf(link.Leaf)},
 	}
 	for _, end := range ends {
 		var b batch

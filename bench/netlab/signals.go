@@ -10,16 +10,24 @@ import (
 	"time"
 )
 
-// The labs this process has up, for HandleSignals.
+// The labs this process has up, for HandleSignals, and every tag it drew.
 var (
 	liveMu sync.Mutex
 	live   = map[*Lab]struct{}{}
+	tags   = map[string]bool{}
 )
 
+// register records l as up and gives it a tag that no other lab of this
+// process has had: one taken down only in part must not lend its name to
+// the next.
 func register(l *Lab) {
 	liveMu.Lock()
+	defer liveMu.Unlock()
+	for l.id.tag == "" || tags[l.id.tag] {
+		l.id.tag = newTag()
+	}
+	tags[l.id.tag] = true
 	live[l] = struct{}{}
-	liveMu.Unlock()
 }
 
 func unregister(l *Lab) {
@@ -75,7 +83,7 @@ func DownAll() {
 	defer cancel()
 	for _, l := range labs {
 		if err := l.Down(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "netlab: take lab %q down: %v\n", l.cfg.Name, err)
+			fmt.Fprintf(os.Stderr, "netlab: take lab %s down: %v\n", l.id, err)
 		}
 	}
 }

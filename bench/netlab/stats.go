@@ -22,9 +22,9 @@ type LinkBytes struct {
 func (l *Lab) SpineBytes(ctx context.Context) ([]LinkBytes, error) {
 	var all []LinkBytes
 	for s := range l.cfg.Spines {
-		args := []string{"netns", "exec", l.cfg.spineNS(s), "cat"}
+		args := []string{"netns", "exec", l.id.spineNS(s), "cat"}
 		for leaf := range 2 {
-			dir := "/sys/class/net/" + spineLeafIf(leaf) + "/statistics/"
+			dir := "/sys/class/net/" + l.id.spineLeafIf(leaf) + "/statistics/"
 			args = append(args, dir+"tx_bytes", dir+"rx_bytes")
 		}
 		out, err := run(ctx, "ip", args...)

@@ -24,7 +24,7 @@ type command struct {
 
 var commands = map[string]command{
 	"up":      {"build a lab and leave it up", cmdUp},
-	"down":    {"take a lab (--all: every lab) down", cmdDown},
+	"down":    {"take a lab (--all: every lab no running process owns) down", cmdDown},
 	"status":  {"describe a lab and the bytes on its spine links", cmdStatus},
 	"exec":    {"run a program on a lab host: netlab exec --host H -- PROGRAM [ARGS]", cmdExec},
 	"degrade": {"shape a spine link to a fraction of its rate", cmdDegrade},
@@ -112,6 +112,11 @@ func labFlags(fs *pflag.FlagSet, cfg *netlab.Config, name string) {
 	fs.DurationVar(&cfg.QueueDelay, "queue", netlab.DefaultQueueDelay, "queue of a shaped link, as the time its rate takes to send it")
 	fs.DurationVar(&cfg.RTOMin, "rto-min", 0, "hosts' minimum TCP retransmission timeout (0: the kernel's)")
 	fs.StringVar(&cfg.Congestion, "congestion", "", "hosts' TCP congestion control (empty: the kernel's)")
+}
+
+// nameFlag is the flag that names a lab that is up.
+func nameFlag(fs *pflag.FlagSet) *string {
+	return fs.String("name", netlab.DefaultName, "the lab's `NAME`, or its ID if several of that name are up")
 }
 
 // linkFlags are the flags that name a spine link.

@@ -25,7 +25,8 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// An interrupt while building takes the half-built lab down.
 	stop := netlab.HandleSignals()
 	defer stop()
-	l, err := netlab.Up(ctx, cfg)
+	// Detached: the lab stays when this command ends.
+	l, err := netlab.UpDetached(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -36,23 +37,31 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func cmdDown(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("down", stderr)
-	name := fs.String("name", netlab.DefaultName, "lab `NAME`")
-	all := fs.Bool("all", false, "take every lab down")
+	name := nameFlag(fs)
+	all := fs.Bool("all", false, "take every lab down that no running process owns")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
 		return err
 	}
+	query := *name
 	if *all {
-		return netlab.Cleanup(ctx, "")
+		query = ""
 	}
-	return netlab.Cleanup(ctx, *name)
+	removed, err := netlab.Cleanup(ctx, query)
+	for _, id := range removed {
+		fmt.Fprintf(stdout, "lab %s down\n", id)
+	}
+	if err == nil && len(removed) == 0 && query != "" {
+		err = fmt.Errorf("no lab %q is up", query)
+	}
+	return err
 }
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("status", stderr)
-	name := fs.String("name", netlab.DefaultName, "lab `NAME`")
+	name := nameFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -76,7 +85,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("exec", stderr)
-	name := fs.String("name", netlab.DefaultName, "lab `NAME`")
+	name := nameFlag(fs)
 	host := fs.Int("host", 0, "host `H` to run on")
 	fs.SetInterspersed(false)
 	if err := parse(fs, args); err != nil {
@@ -104,7 +113,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func cmdDegrade(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("degrade", stderr)
-	name := fs.String("name", netlab.DefaultName, "lab `NAME`")
+	name := nameFlag(fs)
 	var link netlab.SpineLink
 	linkFlags(fs, &link)
 	fraction := fs.Float64("fraction", 0.1, "`F` of the link's rate to leave it")
@@ -123,7 +132,7 @@ func cmdDegrade(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("restore", stderr)
-	name := fs.String("name", netlab.DefaultName, "lab `NAME`")
+	name := nameFlag(fs)
 	var link netlab.SpineLink
 	linkFlags(fs, &link)
 	if err := parse(fs, args); err != nil {
@@ -141,7 +150,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func cmdLink(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("link", stderr)
-	name := fs.String("name", netlab.DefaultName, "lab `NAME`")
+	name := nameFlag(fs)
 	var link netlab.SpineLink
 	linkFlags(fs, &link)
 	if err := parse(fs, args); err != nil {
@@ -162,7 +171,7 @@ func cmdLink(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func cmdFlap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("flap", stderr)
-	name := fs.String("name", netlab.DefaultName, "lab `NAME`")
+	name := nameFlag(fs)
 	var link netlab.SpineLink
 	linkFlags(fs, &link)
 	var f netlab.Flap

@@ -39,14 +39,6 @@ func build(t *testing.T, dir, pkg string) string {
 // most traffic down on the receiving leaf's side in the middle of the
 // run: the job completes and every element of every result is right.
 func TestCollectiveSurvivesPathFailure(t *testing.T) {
-	// Labs clean up leftovers by name prefix and compare the root
-	// namespace before and after, so a lab must not run beside another:
-	// go test runs packages in parallel, and bench/netlab's own tests
-	// bring labs up too. .ci/run runs this test on its own, with this
-	// variable set.
-	if os.Getenv("RDMACELL_NETLAB_SERIAL") != "1" {
-		t.Skip("runs alone: set RDMACELL_NETLAB_SERIAL=1 (as .ci/run does after the other tests)")
-	}
 	if err := netlab.Supported(context.Background()); err != nil {
 		t.Skipf("the lab needs root and network namespaces (ip netns): %v", err)
 	}
@@ -67,7 +59,7 @@ func TestCollectiveSurvivesPathFailure(t *testing.T) {
 		require.NoError(t, l.Down(ctx))
 	})
 
-	s := &Setup{Lab: l, Cellrun: cellrun, Program: program, Paths: 4, Env: []string{os.Getenv("NL_ENV")},
+	s := &Setup{Lab: l, Cellrun: cellrun, Program: program, Paths: 4,
 		Log: func(host int, line string) { t.Logf("host %d: %s", host, line) }}
 	res := s.Run(ctx, Trial{
 		Scenario: "test", Policy: "adaptive", Op: "allreduce",
