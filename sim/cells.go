@@ -25,7 +25,11 @@ type cellDriver struct {
 	conns []conn
 	free  []int32
 	// connOf[flow] is the flow's connection, -1 before and after.
-	connOf   []int32
+	connOf []int32
+	// pair[src·hosts+dst] is a host pair's connection in a collective,
+	// where every message between two hosts goes over one connection,
+	// as the communicator's.
+	pair     map[int32]int32
 	errDelay int64
 	cellSize int64
 }
@@ -43,7 +47,15 @@ type conn struct {
 	active [2]bool
 	rr     [2]int
 	done   [2]bool
+	// queue is a pair connection's messages in the order they are sent,
+	// recvs how many of them the receiver has posted.
+	queue []int32
+	recvs int
 }
+
+// pairRanges is how many receive ranges a pair connection keeps posted
+// ahead: the engine's MaxRanges, as a communicator's staging.
+const pairRanges = 64
 
 // errPeerReset is the cause the peer's engine hears when a path it uses
 // is reset by the other end.
@@ -53,6 +65,9 @@ func newCellDriver(s *Sim) (*cellDriver, error) {
 	d := &cellDriver{s: s, connOf: make([]int32, len(s.flows)), errDelay: min(5_000, s.cfg.QPReset/2)}
 	for i := range d.connOf {
 		d.connOf[i] = -1
+	}
+	if s.sched != nil {
+		d.pair = map[int32]int32{}
 	}
 	if s.cfg.CellBDP > 0 {
 		mtu := int64(s.cfg.MTU)
@@ -78,6 +93,9 @@ func (d *cellDriver) engineConfig(src, dst int32, end int) cell.Config {
 		InitialRTT:     time.Duration(s.cfg.InitialRTT),
 		MinSoftTimeout: time.Duration(s.cfg.MinSoftTimeout),
 	}
+	if d.pair != nil {
+		cfg.MaxRanges = pairRanges
+	}
 	switch s.cfg.Scheme {
 	case "rdmacell-ecmp":
 		cfg.Policy = &cell.ECMP{Key: uint64(src)<<32 | uint64(dst)}
@@ -92,6 +110,54 @@ func (d *cellDriver) engineConfig(src, dst int32, end int) cell.Config {
 func (d *cellDriver) open(fi int32) {
 	s := d.s
 	fl := &s.flows[fi]
+	ci := d.newConn(fl.Src, fl.Dst)
+	c := &d.conns[ci]
+	c.flow = fi
+	d.connOf[fi] = ci
+	_ = c.eng[1].Recv(s.now, cell.RecvRange{Tag: uint64(fi), Addr: uint64(fi+1) << 32, RKey: 2, Len: fl.Size})
+	d.drain(ci, 1)
+}
+
+// openPairs opens a connection for every host pair of the collective,
+// with the first pairRanges of its messages posted at the receiver.
+// Flows are numbered in the order each pair sends them.
+func (d *cellDriver) openPairs() {
+	s := d.s
+	for i := range s.flows {
+		fl := &s.flows[i]
+		key := fl.Src*int32(s.f.hosts) + fl.Dst
+		ci, ok := d.pair[key]
+		if !ok {
+			ci = d.newConn(fl.Src, fl.Dst)
+			d.conns[ci].flow = -1
+			d.pair[key] = ci
+		}
+		d.conns[ci].queue = append(d.conns[ci].queue, int32(i))
+	}
+	for ci := range d.conns {
+		d.postRecvs(int32(ci), pairRanges)
+	}
+}
+
+// postRecvs posts up to n more of a pair connection's receive ranges.
+func (d *cellDriver) postRecvs(ci int32, n int) {
+	s := d.s
+	c := &d.conns[ci]
+	posted := false
+	for ; n > 0 && c.recvs < len(c.queue); n-- {
+		fi := c.queue[c.recvs]
+		c.recvs++
+		_ = c.eng[1].Recv(s.now, cell.RecvRange{Tag: uint64(fi), Addr: uint64(fi+1) << 32, RKey: 2, Len: s.flows[fi].Size})
+		posted = true
+	}
+	if posted {
+		d.drain(ci, 1)
+	}
+}
+
+// newConn creates a connection from src to dst: engines and QPs.
+func (d *cellDriver) newConn(src, dst int32) int32 {
+	s := d.s
 	var ci int32
 	if n := len(d.free); n > 0 {
 		ci = d.free[n-1]
@@ -101,20 +167,20 @@ func (d *cellDriver) open(fi int32) {
 		ci = int32(len(d.conns) - 1)
 	}
 	c := &d.conns[ci]
-	c.flow, c.gen = fi, (c.gen+1)&0x7fff
+	c.gen = (c.gen + 1) & 0x7fff
 	c.tickAt, c.sent, c.done = [2]int64{}, false, [2]bool{}
 	c.active, c.rr = [2]bool{}, [2]int{}
 	clear(c.resetting)
 	for e := range 2 {
-		eng, err := cell.New(d.engineConfig(fl.Src, fl.Dst, e))
+		eng, err := cell.New(d.engineConfig(src, dst, e))
 		if err != nil {
 			panic(err) // validated in newCellDriver
 		}
 		c.eng[e] = eng
 	}
 	for p := range s.cfg.Paths {
-		q0 := s.newQP(fl.Src, fl.Dst)
-		q1 := s.newQP(fl.Dst, fl.Src)
+		q0 := s.newQP(src, dst)
+		q1 := s.newQP(dst, src)
 		s.qps[q1].sport, s.qps[q1].dport = s.qps[q0].dport, s.qps[q0].sport
 		for e, qi := range [2]int32{q0, q1} {
 			q := &s.qps[qi]
@@ -122,12 +188,10 @@ func (d *cellDriver) open(fi int32) {
 			c.qp[2*p+e] = qi
 		}
 	}
-	d.connOf[fi] = ci
 	// The first Ready holds receive chains only: nothing to carry.
 	d.drain(ci, 0)
 	d.drain(ci, 1)
-	_ = c.eng[1].Recv(s.now, cell.RecvRange{Tag: uint64(fi), Addr: uint64(fi+1) << 32, RKey: 2, Len: fl.Size})
-	d.drain(ci, 1)
+	return ci
 }
 
 // pick serves connection end u (conn·2 + end) at its host's NIC: the
@@ -181,14 +245,16 @@ func (d *cellDriver) close(ci int32) {
 
 // send starts flow i: its range goes to the sender's engine.
 func (d *cellDriver) send(i int32) {
-	ci := d.connOf[i]
-	if ci < 0 {
+	fl := &d.s.flows[i]
+	var ci int32
+	if d.pair != nil {
+		ci = d.pair[fl.Src*int32(d.s.f.hosts)+fl.Dst]
+	} else if ci = d.connOf[i]; ci < 0 {
 		d.open(i)
 		ci = d.connOf[i]
 	}
 	c := &d.conns[ci]
 	c.sent = true
-	fl := &d.s.flows[i]
 	_ = c.eng[0].Send(d.s.now, cell.SendRange{Tag: uint64(i), Addr: uint64(i+1) << 32, LKey: 1, Len: fl.Size})
 	d.drain(ci, 0)
 }
@@ -220,13 +286,27 @@ func (d *cellDriver) drain(ci, end int32) {
 	for _, f := range rd.Finals {
 		s.post(c.qp[2*f.Path+int(end)], msg{kind: mFinal, bytes: cell.FinalSize, fin: f.Final})
 	}
+	recvd := 0
 	for _, ev := range rd.Events {
-		if ev.Kind == cell.Sent && ev.Err == nil {
+		switch {
+		case ev.Err != nil:
+		case ev.Kind == cell.Sent:
 			s.flowDone(int32(ev.Tag))
+		case ev.Kind == cell.Received:
+			s.flowArrived(int32(ev.Tag))
+			recvd++
 		}
 		c.done[end] = true
 	}
-	if c.done[0] && c.done[1] {
+	if c.queue != nil {
+		// A pair connection stays; each range handed back is posted
+		// again for the next message. That is a new input: this Ready
+		// is spent, and the next one carries its deadline too.
+		if recvd > 0 && c.recvs < len(c.queue) {
+			d.postRecvs(ci, recvd)
+			return
+		}
+	} else if c.done[0] && c.done[1] {
 		d.close(ci)
 		return
 	}

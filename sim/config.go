@@ -44,6 +44,9 @@ type Config struct {
 	Workload *Workload
 	Load     float64
 	Flows    []Flow
+	// Collective, when set, replaces both: every rank runs one collective
+	// operation from time 0 (see Collective).
+	Collective *Collective
 	// Flows start in [0, Duration); those starting before Warmup are not
 	// counted. The run lasts until every flow is done or Duration+Drain.
 	Duration, Warmup, Drain int64
@@ -129,7 +132,7 @@ func (c *Config) validate() error {
 	if !slices.Contains(Schemes, c.Scheme) {
 		return fmt.Errorf("scheme %q, want one of %v", c.Scheme, Schemes)
 	}
-	if c.Flows == nil && c.Workload == nil {
+	if c.Flows == nil && c.Workload == nil && c.Collective == nil {
 		return fmt.Errorf("no workload and no flows")
 	}
 	if c.Load <= 0 || c.Load > 1 {

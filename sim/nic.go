@@ -139,7 +139,7 @@ func (s *Sim) hostRecv(h, pk int32) {
 			s.st.Nacks++
 			if p.seq >= q.sndUna && p.seq <= q.sndNxt {
 				s.acked(p.qp, p.seq)
-				if s.qps[p.qp].flow >= 0 || s.qps[p.qp].conn >= 0 {
+				if q := &s.qps[p.qp]; q.flow >= 0 || q.conn >= 0 || q.keep {
 					s.rewind(p.qp)
 				}
 			}
@@ -194,7 +194,10 @@ func (s *Sim) deliver(i int32, mi int64) {
 	q := &s.qps[i]
 	m := q.msgs.at(mi)
 	if m.kind == mFlow {
-		return // a flow completes when its sender has the last ACK
+		// The receiver has it; the flow completes when its sender has
+		// the last ACK.
+		s.flowArrived(m.flow)
+		return
 	}
 	s.cells.deliver(q, m)
 }
@@ -204,10 +207,23 @@ func (s *Sim) startFlow(i int32) {
 	fl := &s.flows[i]
 	if s.cells != nil {
 		s.cells.send(i)
+		s.collEvent(depStart, i)
 		return
 	}
-	qi := s.newQP(fl.Src, fl.Dst)
-	s.qps[qi].flow = i
+	var qi int32
+	if s.pairQP != nil {
+		key := fl.Src*int32(s.f.hosts) + fl.Dst
+		var ok bool
+		if qi, ok = s.pairQP[key]; !ok {
+			qi = s.newQP(fl.Src, fl.Dst)
+			s.qps[qi].keep = true
+			s.pairQP[key] = qi
+		}
+	} else {
+		qi = s.newQP(fl.Src, fl.Dst)
+		s.qps[qi].flow = i
+	}
 	fl.qp = qi
 	s.post(qi, msg{kind: mFlow, bytes: fl.Size, flow: i})
+	s.collEvent(depStart, i)
 }

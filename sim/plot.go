@@ -99,3 +99,64 @@ func PlotFig5(rows []Row, dir string) ([]string, error) {
 	}
 	return files, nil
 }
+
+// PlotCollectives draws, for the collective rows, each scheme's
+// completion time over the ideal as grouped bars (one group per
+// collective and placement, averaged over seeds) into
+// dir/collective.png, and returns the file written.
+func PlotCollectives(rows []Row, dir string) (string, error) {
+	type acc struct{ sum, n float64 }
+	vals := map[string]map[string]*acc{} // scheme → group → slowdown
+	var groups, schemes []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.Collective == nil || r.Err != nil || r.Coll.Slowdown == 0 {
+			continue
+		}
+		g := r.Name()
+		if !seen["g"+g] {
+			seen["g"+g] = true
+			groups = append(groups, g)
+		}
+		if !seen["s"+r.Scheme] {
+			seen["s"+r.Scheme] = true
+			schemes = append(schemes, r.Scheme)
+			vals[r.Scheme] = map[string]*acc{}
+		}
+		a := vals[r.Scheme][g]
+		if a == nil {
+			a = &acc{}
+			vals[r.Scheme][g] = a
+		}
+		a.sum += r.Coll.Slowdown
+		a.n++
+	}
+	p := plot.New()
+	p.Title.Text = "collective completion time / ideal"
+	p.Y.Label.Text = "slowdown"
+	p.Legend.Top, p.Legend.Left = true, true
+	w := vg.Points(8)
+	for i, sc := range schemes {
+		v := make(plotter.Values, len(groups))
+		for j, g := range groups {
+			if a := vals[sc][g]; a != nil {
+				v[j] = a.sum / a.n
+			}
+		}
+		b, err := plotter.NewBarChart(v, w)
+		if err != nil {
+			return "", fmt.Errorf("plot %s: %w", sc, err)
+		}
+		b.Color = palette[sc]
+		b.LineStyle.Width = 0
+		b.Offset = w * vg.Length(float64(i)-float64(len(schemes)-1)/2)
+		p.Add(b)
+		p.Legend.Add(sc, b)
+	}
+	p.NominalX(groups...)
+	name := filepath.Join(dir, "collective.png")
+	if err := p.Save(7*vg.Inch, 4*vg.Inch, name); err != nil {
+		return "", fmt.Errorf("plot: %w", err)
+	}
+	return name, nil
+}

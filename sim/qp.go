@@ -73,6 +73,7 @@ type qp struct {
 	path int16
 	end  int8 // the engine end that sends on this direction
 	dead bool // RDMACell: being reset, posts are flushed
+	keep bool // shared by a host pair's messages: not released after one
 	// load-balancer state kept per flow by the switches (a flow table
 	// keyed by the 5-tuple is one entry per QP)
 	lb lbState
@@ -176,8 +177,10 @@ func (s *Sim) acked(i int32, seq int32) {
 		}
 		if m.kind == mFlow {
 			s.flowDone(m.flow)
-			s.releaseQP(i)
-			return
+			if !q.keep {
+				s.releaseQP(i)
+				return
+			}
 		}
 	}
 }

@@ -12,7 +12,10 @@ type Flow struct {
 	Size     int64
 	Start    int64
 	Finish   int64
-	qp       int32
+	// Arrive is when its last byte landed at Dst (for RDMACell, when the
+	// receiver's range was handed back); Finish when Src saw it complete.
+	Arrive int64
+	qp     int32
 }
 
 // Sim is one run. Build it with New, then Run.
@@ -34,7 +37,13 @@ type Sim struct {
 	stopAt int64
 	// pfcHdrm is the headroom per ingress port, 0 without PFC.
 	pfcHdrm int64
-	left    int // flows not finished
+	// sched is the running collective, if any, ideal its completion time
+	// without contention; pairQP[src·hosts+dst] is the QP every message
+	// of a host pair shares in a collective (baseline schemes).
+	sched  *schedule
+	ideal  int64
+	pairQP map[int32]int32
+	left   int // flows not finished
 
 	st Stats
 }
@@ -75,9 +84,21 @@ func New(cfg Config) (*Sim, error) {
 			return nil, fmt.Errorf("sim: PFC headroom %d B per port leaves no shared buffer of %d B per port", s.pfcHdrm, cfg.BufferPerPort)
 		}
 	}
-	if cfg.Flows != nil {
+	switch {
+	case cfg.Collective != nil:
+		c := *cfg.Collective
+		c.defaults(f.hosts)
+		if err := c.validate(f.hosts); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		s.cfg.Collective = &c
+		s.sched = c.buildSchedule(cfg.Seed)
+		s.flows = s.sched.flows
+		s.ideal = s.idealCollective(s.sched)
+		s.pairQP = map[int32]int32{}
+	case cfg.Flows != nil:
 		s.flows = append([]Flow(nil), cfg.Flows...)
-	} else {
+	default:
 		s.flows = cfg.Workload.Generate(f.hosts, cfg.Load, cfg.Gbps, cfg.Duration, cfg.Seed)
 	}
 	for i := range s.flows {
@@ -85,9 +106,14 @@ func New(cfg Config) (*Sim, error) {
 		if fl.Src == fl.Dst || fl.Src < 0 || fl.Dst < 0 || int(fl.Src) >= f.hosts || int(fl.Dst) >= f.hosts || fl.Size < 1 {
 			return nil, fmt.Errorf("sim: flow %d: %d → %d of %d bytes: want distinct hosts in 0..%d and size >= 1", i, fl.Src, fl.Dst, fl.Size, f.hosts-1)
 		}
-		fl.Finish, fl.qp = 0, -1
+		fl.Finish, fl.Arrive, fl.qp = 0, 0, -1
 	}
 	s.left = len(s.flows)
+	if s.sched != nil {
+		// A collective is over when every message is complete at both
+		// ends: an RDMACell receiver learns of a range after its sender.
+		s.left *= 2
+	}
 	s.lb = newBalancer(s)
 	if cfg.rdmacell() {
 		d, err := newCellDriver(s)
@@ -95,6 +121,19 @@ func New(cfg Config) (*Sim, error) {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 		s.cells = d
+	}
+	if s.sched != nil {
+		// Messages start as their prerequisites are met; receivers have
+		// their connections open, buffers posted, from the start.
+		for i := range s.flows {
+			if s.sched.need[i] == 0 {
+				s.ev.push(0, evFlowStart, int32(i), 0)
+			}
+		}
+		if s.cells != nil {
+			s.cells.openPairs()
+		}
+		return s, nil
 	}
 	for i := range s.flows {
 		s.ev.push(s.flows[i].Start, evFlowStart, int32(i), 0)
@@ -169,5 +208,6 @@ func (s *Sim) flowDone(i int32) {
 	if s.flows[i].Finish == 0 {
 		s.flows[i].Finish = max(s.now, s.flows[i].Start+1)
 		s.left--
+		s.collEvent(depDone, i)
 	}
 }

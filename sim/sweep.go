@@ -9,19 +9,35 @@ import (
 	"time"
 )
 
-// Job is one point of a sweep.
+// Job is one point of a sweep: a scheme on a workload at a load, or on
+// a collective (Workload and Load then unused).
 type Job struct {
-	Scheme   string
-	Workload *Workload
-	Load     float64
-	Seed     uint64
+	Scheme     string
+	Workload   *Workload
+	Load       float64
+	Collective *Collective
+	Seed       uint64
 }
 
-// Row is a finished job with its result.
+// Name says what the job runs: the workload, or the collective with its
+// placement.
+func (j *Job) Name() string {
+	if c := j.Collective; c != nil {
+		p := c.Placement
+		if p == "" {
+			p = "linear"
+		}
+		return c.Kind + "-" + p
+	}
+	return j.Workload.Name
+}
+
+// Row is a finished job with its result (Coll for a collective).
 type Row struct {
 	Job
 	Result
-	Err error
+	Coll CollectiveResult
+	Err  error
 }
 
 // Sweep runs every job on base (with the job's scheme, workload, load and
@@ -41,11 +57,18 @@ func Sweep(base Config, jobs []Job, parallel int, progress io.Writer) []Row {
 				j := jobs[i]
 				cfg := base
 				cfg.Scheme, cfg.Workload, cfg.Load, cfg.Seed = j.Scheme, j.Workload, j.Load, j.Seed
+				if j.Collective != nil {
+					cfg.Collective, cfg.Workload = j.Collective, nil
+				}
 				rows[i] = Row{Job: j}
 				s, err := New(cfg)
-				if err != nil {
+				switch {
+				case err != nil:
 					rows[i].Err = err
-				} else {
+				case j.Collective != nil:
+					s.Run()
+					rows[i].Coll = s.CollectiveResult()
+				default:
 					s.Run()
 					rows[i].Result = s.Result()
 				}
@@ -81,8 +104,12 @@ func bar(w io.Writer, done, total int, el time.Duration, j Job) {
 		}
 	}
 	eta := time.Duration(float64(el) / float64(done) * float64(total-done))
-	fmt.Fprintf(w, "\r[%s] %d/%d %s elapsed, ETA %s (%s %s %.0f%%)   ", b, done, total,
-		el.Round(time.Second), eta.Round(time.Second), j.Scheme, j.Workload.Name, 100*j.Load)
+	what := fmt.Sprintf("%s %.0f%%", j.Name(), 100*j.Load)
+	if j.Collective != nil {
+		what = j.Name()
+	}
+	fmt.Fprintf(w, "\r[%s] %d/%d %s elapsed, ETA %s (%s %s)   ", b, done, total,
+		el.Round(time.Second), eta.Round(time.Second), j.Scheme, what)
 }
 
 // CSVHeader names the columns WriteCSV writes.
@@ -115,6 +142,54 @@ func WriteCSV(w io.Writer, rows []Row) error {
 			strconv.FormatUint(st.Drops, 10), strconv.FormatUint(st.Pauses, 10), strconv.FormatUint(st.Timeouts, 10), strconv.FormatUint(st.Nacks, 10),
 			strconv.FormatUint(st.Reordered, 10), strconv.FormatUint(st.PathResets, 10), strconv.FormatUint(st.CellsReposted, 10),
 			strconv.FormatInt(st.MaxQueue, 10), strconv.FormatUint(st.Events, 10), f(st.Wall.Seconds()), f(eps), errs}
+		if err := cw.Write(rec); err != nil {
+			return fmt.Errorf("csv: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("csv: %w", err)
+	}
+	return nil
+}
+
+// CollectiveCSVHeader names the columns WriteCollectiveCSV writes.
+var CollectiveCSVHeader = []string{"scheme", "collective", "placement", "ranks", "bytes_per_rank", "seed",
+	"messages", "unfinished", "time_us", "ideal_us", "slowdown", "msg_avg", "msg_p99",
+	"drops", "pauses", "timeouts", "nacks", "path_resets", "cells_reposted", "events", "wall_s", "events_per_s", "error"}
+
+// WriteCollectiveCSV writes the rows of collective jobs as CSV with a
+// header.
+func WriteCollectiveCSV(w io.Writer, rows []Row) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CollectiveCSVHeader); err != nil {
+		return fmt.Errorf("csv: %w", err)
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
+	u := func(x uint64) string { return strconv.FormatUint(x, 10) }
+	for _, r := range rows {
+		if r.Collective == nil {
+			continue
+		}
+		res := r.Coll
+		c := &res.Op
+		if r.Err != nil {
+			c = r.Collective
+		}
+		st := res.Stats
+		eps := 0.0
+		if st.Wall > 0 {
+			eps = float64(st.Events) / st.Wall.Seconds()
+		}
+		errs := ""
+		if r.Err != nil {
+			errs = r.Err.Error()
+		}
+		rec := []string{r.Scheme, c.Kind, c.Placement, strconv.Itoa(c.Ranks), strconv.FormatInt(c.Bytes, 10), u(r.Seed),
+			strconv.Itoa(res.Messages), strconv.Itoa(res.Unfinished),
+			f(float64(res.Time) / 1e3), f(float64(res.Ideal) / 1e3), f(res.Slowdown), f(res.MsgSlowdown.Avg), f(res.MsgSlowdown.P99),
+			u(st.Drops), u(st.Pauses), u(st.Timeouts), u(st.Nacks), u(st.PathResets), u(st.CellsReposted),
+			u(st.Events), f(st.Wall.Seconds()), f(eps), errs}
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("csv: %w", err)
 		}

@@ -1,6 +1,9 @@
 // Command cellsim runs the packet-level simulator of package sim: a sweep
 // of schemes × workloads × loads × seeds, in parallel, writing a CSV of
-// FCT slowdowns and, with -plot, Figure-5-style PNGs.
+// FCT slowdowns and, with -plot, Figure-5-style PNGs. With -collective
+// it runs collectives (ring AllReduce, pairwise AllToAll) instead, every
+// scheme on the same schedule, and writes collective.csv with each
+// one's completion time against the ideal, and collective.png.
 package main
 
 import (
@@ -49,10 +52,14 @@ func run() error {
 		pfc       = flag.Bool("pfc", false, "lossless fabric: PFC pauses per ingress port instead of drops")
 		rto       = flag.Duration("rto", 500*time.Microsecond, "Go-Back-N retransmission timeout")
 		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile here")
+		colls     = flag.String("collective", "", "comma-separated collectives to run instead of workloads: allreduce (ring), alltoall (pairwise)")
+		ranks     = flag.Int("ranks", 0, "collective: ranks, one per host (0: every host)")
+		collBytes = flag.String("coll-bytes", "4MiB", "collective: bytes per rank (AllReduce vector, AllToAll send buffer); suffixes KiB, MiB, GiB")
+		placement = flag.String("placement", "linear", "collective: comma-separated rank placements: linear (rank r on host r), random")
 	)
 	flag.Parse()
-	if *workloads == "" {
-		return fmt.Errorf("-workloads is required")
+	if *workloads == "" && *colls == "" {
+		return fmt.Errorf("-workloads or -collective is required")
 	}
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
@@ -73,6 +80,9 @@ func run() error {
 	}
 	if *cellBDP == 0 {
 		base.CellBDP = -1
+	}
+	if *colls != "" {
+		return runCollectives(base, *colls, *placement, *collBytes, *ranks, *schemes, *seeds, *jobs, *out, *doPlot)
 	}
 	var wls []*sim.Workload
 	for _, p := range strings.Split(*workloads, ",") {
@@ -126,4 +136,68 @@ func run() error {
 		}
 	}
 	return nil
+}
+
+// runCollectives runs every scheme on every collective and placement.
+func runCollectives(base sim.Config, colls, placements, bytes string, ranks int, schemes string, seeds, jobs int, out string, doPlot bool) error {
+	n, err := parseBytes(bytes)
+	if err != nil {
+		return fmt.Errorf("-coll-bytes: %w", err)
+	}
+	var js []sim.Job
+	for _, kind := range strings.Split(colls, ",") {
+		for _, pl := range strings.Split(placements, ",") {
+			c := &sim.Collective{Kind: kind, Ranks: ranks, Bytes: n, Placement: pl}
+			for _, sc := range strings.Split(schemes, ",") {
+				for seed := 1; seed <= seeds; seed++ {
+					js = append(js, sim.Job{Scheme: sc, Collective: c, Seed: uint64(seed)})
+				}
+			}
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("-out: %w", err)
+	}
+	rows := sim.Sweep(base, js, jobs, os.Stderr)
+	f, err := os.Create(filepath.Join(out, "collective.csv"))
+	if err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	if err := sim.WriteCollectiveCSV(f, rows); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	for _, r := range rows {
+		if r.Err != nil {
+			fmt.Fprintf(os.Stderr, "%s %s: %v\n", r.Scheme, r.Name(), r.Err)
+		}
+	}
+	if doPlot {
+		if _, err := sim.PlotCollectives(rows, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseBytes reads a byte count with an optional KiB, MiB or GiB suffix.
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 1 {
+		return 0, fmt.Errorf("%q: want a positive byte count, e.g. 4MiB", s)
+	}
+	return v * mult, nil
 }
