@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rdmacell/rdmacell/verbs"
 )
@@ -246,4 +249,248 @@ func BenchmarkRoundTripOneGoroutine(b *testing.B) {
 		step(a, ping, p, recvP)
 		step(p, pong, a, recvA)
 	}
+}
+
+// BenchmarkRoundTripWait is BenchmarkRoundTrip with each side blocking in
+// CQ.Wait, as a completion-driven progress loop does, instead of spinning
+// on Poll: it shows how fast a parked waiter learns of a completion.
+func BenchmarkRoundTripWait(b *testing.B) {
+	a, p := pair(b, 4096, verbs.QPConfig{})
+	ping := writeImm(1, a.mr, 0, p.mr, 0, 8, 1)
+	pong := writeImm(2, p.mr, 0, a.mr, 0, 8, 2)
+	ping.Flags, pong.Flags = 0, 0
+	recvA, recvP := &verbs.RecvWR{ID: 1}, &verbs.RecvWR{ID: 2}
+	for range 2 {
+		if _, err := a.qp.PostRecv(recvA); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.qp.PostRecv(recvP); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	wait := func(n *node, recv *verbs.RecvWR, wc []verbs.WC) error {
+		if _, err := n.cq.Wait(ctx, wc); err != nil {
+			return err
+		}
+		if wc[0].Status != verbs.StatusSuccess {
+			return &verbs.WCError{WC: wc[0]}
+		}
+		_, err := n.qp.PostRecv(recv)
+		return err
+	}
+	done := make(chan error, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() {
+		wc := make([]verbs.WC, 1)
+		for i := 0; i < b.N; i++ {
+			if err := wait(p, recvP, wc); err != nil {
+				done <- err
+				return
+			}
+			if _, err := p.qp.PostSend(pong); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	wc := make([]verbs.WC, 1)
+	for i := 0; i < b.N; i++ {
+		if _, err := a.qp.PostSend(ping); err != nil {
+			b.Fatal(err)
+		}
+		if err := wait(a, recvA, wc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkImmStream measures a stream of 8-byte WRITE_WITH_IMMs, each
+// signaled, with up to 64 in flight; the receiver blocks in CQ.Wait and
+// reposts receives. One op is one message: a provider that waits for each
+// acknowledgement before the next request pays a responder round per op.
+func BenchmarkImmStream(b *testing.B) {
+	const inflight = 64
+	a, p := pair(b, 4096, verbs.QPConfig{RNRRetry: 7})
+	wr := writeImm(1, a.mr, 0, p.mr, 0, 8, 1)
+	recv := &verbs.RecvWR{ID: 2}
+	for range 4 * inflight {
+		if _, err := p.qp.PostRecv(recv); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		wc := make([]verbs.WC, 16)
+		for got := 0; got < b.N; {
+			n, err := p.cq.Wait(ctx, wc)
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, c := range wc[:n] {
+				if c.Status != verbs.StatusSuccess {
+					done <- &verbs.WCError{WC: c}
+					return
+				}
+				if _, err := p.qp.PostRecv(recv); err != nil {
+					done <- err
+					return
+				}
+			}
+			got += n
+		}
+		done <- nil
+	}()
+	wc := make([]verbs.WC, 16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	outstanding := 0
+	for i := 0; i < b.N; i++ {
+		for outstanding >= inflight {
+			outstanding -= reap(b, ctx, a.cq, wc)
+		}
+		if _, err := a.qp.PostSend(wr); err != nil {
+			b.Fatal(err)
+		}
+		outstanding++
+	}
+	for outstanding > 0 {
+		outstanding -= reap(b, ctx, a.cq, wc)
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkChain measures the flowcell pattern: a chain [WRITE of 64 KiB,
+// WRITE_WITH_IMM of 8 bytes] posted in one call, up to 16 chains in
+// flight, the receiver blocking in CQ.Wait. Compare its bandwidth with
+// BenchmarkMemcpy/1MiB: chains that wait for each acknowledgement cannot
+// keep the copy busy.
+func BenchmarkChain(b *testing.B) {
+	const size, inflight = 64 << 10, 16
+	a, p := pair(b, 2*size, verbs.QPConfig{RNRRetry: 7})
+	fill(a.mem.Bytes(), 3)
+	body := write(1, a.mr, 0, p.mr, 0, size)
+	body.Flags = 0
+	tail := writeImm(2, a.mr, size, p.mr, size, 8, 7)
+	body.Next = tail
+	recv := &verbs.RecvWR{ID: 3}
+	for range 4 * inflight {
+		if _, err := p.qp.PostRecv(recv); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		wc := make([]verbs.WC, 16)
+		for got := 0; got < b.N; {
+			n, err := p.cq.Wait(ctx, wc)
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, c := range wc[:n] {
+				if c.Status != verbs.StatusSuccess {
+					done <- &verbs.WCError{WC: c}
+					return
+				}
+				if _, err := p.qp.PostRecv(recv); err != nil {
+					done <- err
+					return
+				}
+			}
+			got += n
+		}
+		done <- nil
+	}()
+	wc := make([]verbs.WC, 16)
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	outstanding := 0
+	for i := 0; i < b.N; i++ {
+		for outstanding >= inflight {
+			outstanding -= reap(b, ctx, a.cq, wc)
+		}
+		if _, err := a.qp.PostSend(body); err != nil {
+			b.Fatal(err)
+		}
+		outstanding++
+	}
+	for outstanding > 0 {
+		outstanding -= reap(b, ctx, a.cq, wc)
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkIdleCPU measures the CPU this process uses while two connected
+// QPs have nothing to do, for two seconds, with each side's consumer in
+// one of two shapes: parked in CQ.Wait without a deadline, or looping on
+// CQ.Wait with a 1 ms deadline as a progress loop that also polls memory
+// does. The metric is CPU time over wall time (1 = one core busy).
+func BenchmarkIdleCPU(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		tick time.Duration
+	}{{"parked", 0}, {"tick=1ms", time.Millisecond}} {
+		b.Run(tc.name, func(b *testing.B) {
+			a, p := pair(b, 4096, verbs.QPConfig{})
+			// One exchange first, so both engines have run and mapped.
+			wr := write(1, a.mr, 0, p.mr, 0, 8)
+			if _, err := a.qp.PostSend(wr); err != nil {
+				b.Fatal(err)
+			}
+			reap(b, context.Background(), a.cq, make([]verbs.WC, 1))
+			const window = 2 * time.Second
+			var cpu, wall time.Duration
+			for i := 0; i < b.N; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), window)
+				var wg sync.WaitGroup
+				start, t0 := cpuTime(b), time.Now()
+				for _, n := range []*node{a, p} {
+					wg.Go(func() { idleConsumer(ctx, n.cq, tc.tick) })
+				}
+				wg.Wait()
+				cancel()
+				cpu += cpuTime(b) - start
+				wall += time.Since(t0)
+			}
+			b.ReportMetric(float64(cpu)/float64(wall), "cpu/wall")
+		})
+	}
+}
+
+// idleConsumer waits on cq until ctx ends, in waits of tick (0: one wait).
+func idleConsumer(ctx context.Context, cq verbs.CQ, tick time.Duration) {
+	wc := make([]verbs.WC, 4)
+	for ctx.Err() == nil {
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if tick > 0 {
+			wctx, cancel = context.WithTimeout(ctx, tick)
+		}
+		_, _ = cq.Wait(wctx, wc)
+		cancel()
+	}
+}
+
+// cpuTime is the user plus system CPU time this process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

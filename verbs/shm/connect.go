@@ -220,6 +220,7 @@ func (q *QP) offer(l *link) string {
 func (q *QP) adopt(l *link) {
 	l.pair.attach()
 	q.link.Store(l)
+	q.publishRecvs()
 	l.ringPeer()
 	q.kick()
 }

@@ -27,6 +27,20 @@ func (h *cqHook) run() {
 	}
 }
 
+// park runs when a goroutine waiting on the CQ stops polling and blocks:
+// the engines of its QPs take over at once (see engine.handOver).
+func (h *cqHook) park() {
+	p := h.qps.Load()
+	if p == nil {
+		return
+	}
+	for _, q := range *p {
+		if e := q.running.Load(); e != nil {
+			e.handOver()
+		}
+	}
+}
+
 func (h *cqHook) add(q *QP) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -150,6 +150,7 @@ func (d *Device) CreateCQ(depth int) (verbs.CQ, error) {
 	}
 	h := &cqHook{}
 	cq.SetProgress(h.run)
+	cq.SetPark(h.park)
 	d.cqs[cq] = h
 	return cq, nil
 }

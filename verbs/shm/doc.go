@@ -45,11 +45,11 @@
 //   - WRITE: the requester copies the gathered bytes into its mapping of
 //     the peer's region and completes the request: the data is placed.
 //   - WRITE_WITH_IMM: the same copy, then the requester publishes a
-//     descriptor in the pair segment with an atomic store, which orders it
-//     after every byte written before it on the QP. The responder consumes
-//     a receive, acknowledges, and completes the receive with the
-//     immediate and byte count; the requester completes on the
-//     acknowledgement.
+//     descriptor in the request ring of the pair segment with an atomic
+//     store, which orders it after every byte written before it on the
+//     QP. The responder consumes a receive and completes it with the
+//     immediate and byte count, and acknowledges (cumulatively, once per
+//     batch); the requester completes on the acknowledgement.
 //   - SEND: the payload goes through the staging area in chunks, each
 //     scattered by the responder into the receive's buffers and
 //     acknowledged.
@@ -78,19 +78,33 @@
 // request given up by its requester (a flush, a timeout) is cancelled in
 // the segment, and a responder never executes a cancelled request.
 //
-// Requests that need the responder are executed one at a time: the next
-// request starts when the previous one is acknowledged. A WRITE that
-// follows a WRITE_WITH_IMM therefore never lands before the responder has
-// accepted the immediate, and a request behind a failed one is never
-// executed. As on an RNIC, the bytes of a WRITE_WITH_IMM that then fails
-// with an RNR error have been placed.
+// Requests are executed in order without waiting for acknowledgements,
+// up to 256 descriptors ahead of the responder, so a chain of WRITE and
+// WRITE_WITH_IMM pipelines; they complete in order. The exception keeps
+// RC's rules: a request that the responder might refuse is executed
+// alone, and nothing behind it is executed until it is acknowledged. A
+// WRITE_WITH_IMM is such a request only when the requester cannot be sure
+// a receive awaits it (each side publishes how many receives it has
+// posted); a SEND chunk always is. A WRITE that follows a WRITE_WITH_IMM
+// therefore never lands before a receive is there for the immediate, and
+// a request behind a failed one is never executed. As on an RNIC, the
+// bytes of a WRITE_WITH_IMM that then fails with an RNR error have been
+// placed.
 //
 // An engine with nothing to do yields for some 50 µs and then sleeps on a
 // futex word in the pair segment (the shared, not private, futex, so that
 // the peer process can wake it), or on a channel before the QP is
-// connected: an idle QP costs no CPU. While goroutines poll its CQs the
-// engine instead dozes, waking every 200 µs, without asking the peer to
-// wake it: the pollers do the work, and the peer pays no system call.
+// connected: an idle QP costs no CPU. It wakes on the peer's doorbell,
+// a local post, or its next deadline (an RNR retry, an acknowledgement
+// timeout, at most a second). While goroutines poll its CQs the engine
+// instead dozes on a futex word of its own, without asking the peer to
+// wake it: the pollers do the work, and the peer pays no system call. A
+// poller that stops polling to block in CQ.Wait hands the QP back before
+// it blocks (a park hook of the CQ), so a completion that comes while the
+// consumer waits is executed at once by the engine, and CQ.Wait returns
+// it without any timed polling. Only a poller that stops polling without
+// waiting leaves the peer's requests to the engine's next doze end (at
+// most 200 µs).
 //
 // # Hostile peers
 //

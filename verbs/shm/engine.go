@@ -19,8 +19,10 @@ const (
 	// idleWait bounds a sleep with nothing pending, so that even a lost
 	// wake-up would only delay, never hang.
 	idleWait = time.Second
-	// dozeTime is how long an engine sleeps while a poller drives its QP;
-	// when polling stops, the engine takes over within it.
+	// dozeTime bounds how long an engine stays out of the way while a
+	// goroutine polls one of its QP's CQs. A poller that parks in CQ.Wait
+	// hands the QP back at once (see handOver); only one that stops
+	// polling without waiting leaves the peer's requests for this long.
 	dozeTime = 200 * time.Microsecond
 	// inlineMax is the largest request a poster or poller executes in
 	// its own goroutine; the copy takes about a microsecond.
@@ -48,30 +50,50 @@ type engine struct {
 	// at a time: the engine, or a goroutine polling or posting (see
 	// poll). The fields below belong to the holder of their role.
 	reqBusy, respBusy atomic.Bool
-	dozing            atomic.Bool   // the engine sleeps while pollers drive
 	polled            atomic.Uint32 // bell value of the last complete poll
 	lastPolls         uint32        // q.polls when the engine last looked
 
-	// Requester. The request at the head of the send queue is being
-	// executed; waiting says since when it waits for the peer to connect
-	// or acknowledge.
-	waiting  bool
-	since    time.Time
-	inflight bool   // a request descriptor awaits its acknowledgement
-	seq      uint32 // sequence number of the last request posted
-	progress uint32 // the responder's progress counter when last seen
-	sent     uint64 // bytes of the head SEND already acknowledged
-	chunk    uint32 // bytes of the SEND chunk in flight
-	srcs     [][]byte
+	// While pollers drive the QP the engine dozes on dozeWord, a futex
+	// word in this process's memory that only local events touch (a
+	// post that leaves work, a poller that parks, a stop), so the peer
+	// pays no system call to wake it. handover says a poller parked:
+	// the engine must sleep where the peer's doorbell reaches it.
+	dozeWord uint32
+	dozing   atomic.Bool
+	handover atomic.Bool
+	// wakeups counts the engine's returns from sleeping or dozing, so
+	// tests can tell an idle engine from a busy loop without timing it.
+	wakeups atomic.Uint64
+
+	// Requester (see request.go). waiting says since when the oldest
+	// outstanding descriptor, or the peer's connection, is awaited.
+	waiting   bool
+	since     time.Time
+	seq       uint32 // last descriptor published
+	acked     uint32 // last descriptor acknowledged
+	progress  uint32 // the responder's progress counter when last seen
+	next      uint64 // next request of the send queue to execute
+	blocked   bool   // nothing executes until blockSeq is acknowledged
+	blockSeq  uint32
+	recvsUsed uint32 // receives the published requests consume
+	sendOff   uint64 // bytes of the SEND being executed acknowledged
+	chunk     uint32 // bytes of its chunk in flight
+	chunkOut  bool
+	failing   bool // the request at next failed and waits for those before it
+	failSt    verbs.Status
+	failErr   error
+	srcs      [][]byte
 
 	// Responder.
-	handled  uint32 // sequence number of the peer's last request answered
-	recv     soft.RecvSlot
-	haveRecv bool   // recv was taken for the message being received
-	recvOff  uint64 // bytes of that message placed
-	rnr      bool   // no receive was posted for the pending request
-	rnrTries int
-	rnrNext  time.Time
+	handled      uint32 // sequence number of the peer's last request executed
+	answeredUpTo uint32 // the last one acknowledged
+	peerFailed   bool   // a request was answered with a failure
+	recv         soft.RecvSlot
+	haveRecv     bool   // recv was taken for the message being received
+	recvOff      uint64 // bytes of that message placed
+	rnr          bool   // no receive was posted for the pending request
+	rnrTries     int
+	rnrNext      time.Time
 
 	// Caches of remote lookups: rkey → table slot, and the last mapping.
 	hints    [4]keyHint
@@ -118,8 +140,8 @@ func (e *engine) run() {
 		if m := e.stopMode.Load(); m != 0 {
 			// Both roles stay locked: pollers leave a stopped engine alone.
 			e.lockAll()
-			if e.inflight && l != nil {
-				l.pair.cancel(e.seq)
+			if l != nil {
+				l.pair.cancel()
 			}
 			if m == stopFlush && e.haveRecv {
 				q.recvCQ.Push(verbs.WC{ID: e.recv.ID, Status: verbs.StatusWRFlush, Opcode: verbs.OpRecv, QPN: q.num})
@@ -157,11 +179,18 @@ func (e *engine) run() {
 			spins = 0
 			continue
 		}
-		if p := q.polls.Load(); p != e.lastPolls || busy {
+		if e.handover.Swap(false) {
+			// The pollers parked: whatever they polled before is no
+			// reason to stay out of the way, and nothing is coming that
+			// a spin would catch sooner than the doorbell. Sleep now,
+			// or polls resuming meanwhile would keep us dozing.
+			e.lastPolls = q.polls.Load()
+			spins = spinRounds
+		} else if p := q.polls.Load(); p != e.lastPolls || busy {
 			// A goroutine polling a CQ of this QP drives it: stay out of
 			// its way, and do not make the peer pay for waking us.
 			e.lastPolls = p
-			e.doze(l, min(wait, dozeTime))
+			e.doze(min(wait, dozeTime))
 			continue
 		}
 		if spins < spinRounds {
@@ -172,6 +201,7 @@ func (e *engine) run() {
 		wait = max(wait, 10*time.Microsecond)
 		if l != nil {
 			b.sleep(seen, wait)
+			e.wakeups.Add(1)
 			continue
 		}
 		e.timer.Reset(wait)
@@ -180,6 +210,7 @@ func (e *engine) run() {
 		case <-e.timer.C:
 		}
 		e.timer.Stop()
+		e.wakeups.Add(1)
 	}
 }
 
@@ -195,23 +226,35 @@ func (c *clock) now() time.Time {
 	return c.t
 }
 
-// doze sleeps for d without asking to be woken by the peer: only a local
-// post that leaves work for the engine wakes it early.
-func (e *engine) doze(l *link, d time.Duration) {
+// doze sleeps for d without asking to be woken by the peer: only a
+// local event (wakeDoze) ends it early.
+func (e *engine) doze(d time.Duration) {
 	d = max(d, 10*time.Microsecond)
+	v := atomic.LoadUint32(&e.dozeWord)
 	e.dozing.Store(true)
-	if l != nil {
-		b := l.pair.bell(l.pair.side)
-		futexWait(b.seq, b.load(), d)
-	} else {
-		e.timer.Reset(d)
-		select {
-		case <-e.q.wake:
-		case <-e.timer.C:
-		}
-		e.timer.Stop()
+	// handOver sets handover before it looks at dozing, and this looks
+	// at handover after setting dozing: one of the two sees the other.
+	if !e.handover.Load() && e.stopMode.Load() == 0 {
+		futexWait(&e.dozeWord, v, d)
 	}
 	e.dozing.Store(false)
+	e.wakeups.Add(1)
+}
+
+// wakeDoze ends a doze: a local event left the engine work.
+func (e *engine) wakeDoze() {
+	if e.dozing.Load() {
+		atomic.AddUint32(&e.dozeWord, 1)
+		futexWake(&e.dozeWord)
+	}
+}
+
+// handOver is called by a goroutine that polled the QP's CQ and is about
+// to block in CQ.Wait: from now on the engine must serve the peer, and
+// sleep where the peer's doorbell wakes it.
+func (e *engine) handOver() {
+	e.handover.Store(true)
+	e.wakeDoze()
 }
 
 // lockAll takes both roles, waiting for pollers to let go of them; they

@@ -22,7 +22,9 @@ func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 			var c clock
 			e.fast(q.link.Load(), &c)
 		}
-		left := q.sq.head.Load() != q.sq.tail.Load() && !e.inflight
+		// Requests executed but not yet acknowledged need no engine:
+		// the acknowledgement rings the doorbell.
+		left := e.next != q.sq.tail.Load() || e.failing
 		e.reqBusy.Store(false)
 		if !left {
 			return bad, err
@@ -110,6 +112,14 @@ func (q *QP) PostRecv(wr *verbs.RecvWR) (*verbs.RecvWR, error) {
 		return nil, nil
 	}
 	bad, err := q.rq.Post(wr, nil)
+	for ; wr != bad; wr = wr.Next {
+		q.recvsPosted++
+	}
+	if l := q.link.Load(); l != nil {
+		// The peer's requester pipelines WRITE_WITH_IMMs against this
+		// count (see request.go).
+		l.pair.setRecvsPosted(q.recvsPosted)
+	}
 	q.kick()
 	if err != nil {
 		return bad, fmt.Errorf("shm: qp %d: %w", q.num, err)

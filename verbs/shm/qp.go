@@ -52,6 +52,9 @@ type QP struct {
 	sq   sendQueue
 	rqMu sync.Mutex
 	rq   *soft.RecvQueue
+	// recvsPosted counts the receives posted since the last reset; the
+	// link publishes it to the peer. Guarded by rqMu.
+	recvsPosted uint32
 
 	link   atomic.Pointer[link]
 	parked atomic.Pointer[link]
@@ -157,9 +160,10 @@ func (q *QP) Endpoint() verbs.Endpoint {
 	}
 }
 
-// kick wakes the engine after a local event. Callers hold a lock that
-// keeps the link mapped: sqMu or rqMu with the QP live, or q.mu, or they
-// are the link's reader.
+// kick wakes the engine after a local event, if it sleeps. It leaves a
+// dozing engine alone: a goroutine polling the QP's CQ sees the doorbell
+// move and does the work. Callers hold a lock that keeps the link mapped:
+// sqMu or rqMu with the QP live, or q.mu, or they are the link's reader.
 func (q *QP) kick() {
 	if l := q.link.Load(); l != nil {
 		l.pair.bell(l.pair.side).ring()
@@ -174,11 +178,19 @@ func (q *QP) kick() {
 // the QP: a post left it work the pollers will not do.
 func (q *QP) kickHard() {
 	q.kick()
-	if e := q.running.Load(); e != nil && e.dozing.Load() {
-		if l := q.link.Load(); l != nil {
-			futexWake(l.pair.bell(l.pair.side).seq)
-		}
+	if e := q.running.Load(); e != nil {
+		e.wakeDoze()
 	}
+}
+
+// publishRecvs tells the peer how many receives are posted, once the
+// link is in place; PostRecv keeps it up to date from then on.
+func (q *QP) publishRecvs() {
+	q.rqMu.Lock()
+	if l := q.link.Load(); l != nil {
+		l.pair.setRecvsPosted(q.recvsPosted)
+	}
+	q.rqMu.Unlock()
 }
 
 // setState changes the state with posting blocked.
@@ -250,6 +262,7 @@ func (q *QP) connect(remote *verbs.Endpoint) error {
 			return err
 		}
 		q.link.Store(l)
+		q.publishRecvs()
 	} else if l := q.parked.Swap(nil); l != nil {
 		if l.peerAddr == r.Addr && l.peerQPN == r.QPN && l.state.CompareAndSwap(linkParked, linkAdopted) {
 			q.remote = r
@@ -289,6 +302,7 @@ func (q *QP) toReset() {
 	q.sq.head.Store(0)
 	q.sq.tail.Store(0)
 	q.rq.Reset()
+	q.recvsPosted = 0
 	q.rqMu.Unlock()
 	q.sqMu.Unlock()
 	if l := q.link.Swap(nil); l != nil {

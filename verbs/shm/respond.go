@@ -6,76 +6,99 @@ import (
 	"github.com/rdmacell/rdmacell/verbs"
 )
 
-// respond executes the peer's pending request, if any: a WRITE_WITH_IMM
-// (its bytes are already placed; it consumes a receive) or a chunk of a
-// SEND (scattered from the peer's staging area into the receive's
-// buffers). Everything read from the segment is checked: a malformed
-// request closes the connection.
+// respond executes the peer's published requests in order, as many as
+// are ready: a WRITE_WITH_IMM (its bytes are already placed; it consumes
+// a receive) or a chunk of a SEND (scattered from the peer's staging area
+// into the receive's buffers). It acknowledges them with one cumulative
+// acknowledgement and one doorbell. Everything read from the segment is
+// checked: a malformed request closes the connection.
 func (e *engine) respond(l *link, c *clock) bool {
-	if l == nil || l.isDown() || !l.pair.peerAttached() {
+	if l == nil || l.isDown() || e.peerFailed || !l.pair.peerAttached() {
 		return false
 	}
-	seq := l.pair.peerRequestSeq()
-	if seq == e.handled {
+	top := l.pair.peerRequestSeq()
+	if top == e.handled {
 		return false
 	}
-	if seq != e.handled+1 {
-		return e.protocol(l, "request %d after %d", seq, e.handled)
+	if n := top - e.handled; n > ringSlots {
+		return e.protocol(l, "request %d after %d", top, e.handled)
 	}
-	d := l.pair.peerRequest()
 	q := e.q
-	switch d.op {
-	case descImm:
-		if d.len != 0 || d.off != 0 || uint64(d.total) > maxMessage {
-			return e.protocol(l, "malformed WRITE_WITH_IMM descriptor %+v", d)
+	done := e.handled
+	worked := false
+	for seq := e.handled + 1; ; seq++ {
+		d := l.pair.peerRequest(seq)
+		st := verbs.StatusSuccess
+		switch d.op {
+		case descImm:
+			if d.len != 0 || d.off != 0 || uint64(d.total) > maxMessage {
+				return e.protocol(l, "malformed WRITE_WITH_IMM descriptor %+v", d)
+			}
+		case descSend:
+			if d.len > stagingSize || uint64(d.total) > maxMessage || d.off > d.total || d.len > d.total-d.off ||
+				(d.len == 0 && d.total != 0) || uint64(d.off) != e.recvOff || (d.off > 0 && !e.haveRecv) {
+				return e.protocol(l, "malformed SEND descriptor %+v (placed %d)", d, e.recvOff)
+			}
+		default:
+			return e.protocol(l, "request opcode %d", d.op)
 		}
-		if got, worked := e.takeRecv(l, seq, c); !got {
-			return worked
+		got, w := e.takeRecv(l, seq, done, c)
+		worked = worked || w
+		if e.peerFailed {
+			return true // answered with a failure
+		}
+		if !got {
+			break // not ready
 		}
 		if !l.pair.take(seq) {
-			return e.cancelled(seq)
-		}
-		// Acknowledge first: the requester's poller may be waiting on it.
-		e.answer(l, seq, verbs.StatusSuccess)
-		q.recvCQ.Push(verbs.WC{ID: e.recv.ID, Status: verbs.StatusSuccess, Opcode: verbs.OpRecvWriteImm,
-			Flags: verbs.WCWithImm, ByteLen: d.total, Imm: d.imm, QPN: q.num})
-		e.haveRecv = false
-		return true
-	case descSend:
-		if d.len > stagingSize || uint64(d.total) > maxMessage || d.off > d.total || d.len > d.total-d.off ||
-			(d.len == 0 && d.total != 0) || uint64(d.off) != e.recvOff || (d.off > 0 && !e.haveRecv) {
-			return e.protocol(l, "malformed SEND descriptor %+v (placed %d)", d, e.recvOff)
-		}
-		if got, worked := e.takeRecv(l, seq, c); !got {
-			return worked
-		}
-		if !l.pair.take(seq) {
-			return e.cancelled(seq)
-		}
-		if d.off == 0 && uint64(d.total) > recvLen(e.recv.SGL) {
-			e.endRecv(verbs.StatusLocalLength, d.total)
-			e.answer(l, seq, verbs.StatusRemoteInvalidRequest)
+			// The requester withdrew this request and every later one.
+			// The receive taken for it stays held for the next request,
+			// so receives are still consumed in the order they were
+			// posted.
+			e.handled, e.rnr = top, false
 			return true
 		}
-		if st := e.scatter(l.pair.staging(1 - l.pair.side)[:d.len]); st != verbs.StatusSuccess {
-			e.endRecv(st, d.total)
-			e.answer(l, seq, verbs.StatusRemoteInvalidRequest)
+		if d.op == descImm {
+			q.recvCQ.Push(verbs.WC{ID: e.recv.ID, Status: verbs.StatusSuccess, Opcode: verbs.OpRecvWriteImm,
+				Flags: verbs.WCWithImm, ByteLen: d.total, Imm: d.imm, QPN: q.num})
+			e.haveRecv = false
+		} else {
+			switch {
+			case d.off == 0 && uint64(d.total) > recvLen(e.recv.SGL):
+				e.endRecv(verbs.StatusLocalLength, d.total)
+				st = verbs.StatusRemoteInvalidRequest
+			default:
+				if lst := e.scatter(l.pair.staging(1 - l.pair.side)[:d.len]); lst != verbs.StatusSuccess {
+					e.endRecv(lst, d.total)
+					st = verbs.StatusRemoteInvalidRequest
+				} else if e.recvOff == uint64(d.total) {
+					e.endRecv(verbs.StatusSuccess, d.total)
+				}
+			}
+		}
+		worked = true
+		if st != verbs.StatusSuccess {
+			e.answer(l, seq, st)
 			return true
 		}
-		if e.recvOff == uint64(d.total) {
-			e.endRecv(verbs.StatusSuccess, d.total)
+		done, e.handled, e.rnr = seq, seq, false
+		if seq == top {
+			break
 		}
-		e.answer(l, seq, verbs.StatusSuccess)
-		return true
 	}
-	return e.protocol(l, "request opcode %d", d.op)
+	if done != e.answeredUpTo {
+		e.answer(l, done, verbs.StatusSuccess)
+	}
+	return worked
 }
 
 // takeRecv returns whether a receive is at hand for request seq, taking
 // the oldest posted one. With none posted it emulates an RNR NAK: it waits
 // MinRNRTimer per retry, as many times as the requester's RNR retry count
 // allows (7: forever), then fails the request. worked reports a change.
-func (e *engine) takeRecv(l *link, seq uint32, c *clock) (got, worked bool) {
+// done is the last request executed before seq, acknowledged along with a
+// failure.
+func (e *engine) takeRecv(l *link, seq, done uint32, c *clock) (got, worked bool) {
 	q := e.q
 	if e.haveRecv {
 		return true, false
@@ -93,7 +116,12 @@ func (e *engine) takeRecv(l *link, seq uint32, c *clock) (got, worked bool) {
 		}
 		e.rnr, e.rnrTries, e.rnrNext = true, 0, c.now().Add(q.cfg.MinRNRTimer)
 		l.pair.notReady(seq)
-		return false, false
+		if done != e.answeredUpTo {
+			// Acknowledge what went before, so the requester's budget
+			// counts from this request.
+			e.answer(l, done, verbs.StatusSuccess)
+		}
+		return false, true
 	case c.now().Before(e.rnrNext):
 		return false, false
 	}
@@ -140,19 +168,17 @@ func (e *engine) endRecv(st verbs.Status, n uint32) {
 	e.haveRecv, e.recvOff = false, 0
 }
 
-// cancelled drops the peer's request seq, which its requester withdrew.
-// The receive taken for it stays held for the next request, so receives
-// are still consumed in the order they were posted.
-func (e *engine) cancelled(seq uint32) bool {
-	e.handled, e.rnr = seq, false
-	return true
-}
-
-// answer acknowledges the peer's request seq.
+// answer acknowledges the peer's requests up to seq, the last with st. A
+// failure ends the responder's work for this connection: the requester
+// fails its QP, and requests it published behind the failed one must not
+// execute.
 func (e *engine) answer(l *link, seq uint32, st verbs.Status) {
 	l.pair.ack(seq, uint32(st))
 	l.ringPeer()
-	e.handled, e.rnr = seq, false
+	e.handled, e.answeredUpTo, e.rnr = seq, seq, false
+	if st != verbs.StatusSuccess {
+		e.peerFailed = true
+	}
 }
 
 // protocol closes a connection whose peer broke the segment protocol.

@@ -9,7 +9,8 @@ import (
 // sendQueue is a QP's send queue: a ring of slots into which PostSend
 // copies each request, as an RNIC copies a WQE, so that the caller may
 // reuse its SendWR at once and posting does not allocate. Posters append
-// under QP.sqMu; the engine alone consumes.
+// under QP.sqMu; the holder of the requester role (see engine) executes
+// and completes.
 type sendQueue struct {
 	slots []sendSlot
 	head  atomic.Uint64 // next request to complete; advanced by the engine
@@ -26,6 +27,9 @@ type sendSlot struct {
 	rkey  uint32
 	imm   uint32
 	total uint64
+	// need is the last descriptor published when the request was
+	// executed: it completes once that one is acknowledged.
+	need uint32
 }
 
 func (q *sendQueue) init(depth, maxSGE int) {

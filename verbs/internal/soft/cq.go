@@ -23,8 +23,23 @@ type CQ struct {
 	count  atomic.Int64
 	wake   chan struct{}
 	closed atomic.Bool
-	// progress, when set, runs at the start of every Poll.
+	// progress, when set, runs at the start of every Poll; park, when
+	// set, runs before Wait blocks.
 	progress atomic.Pointer[func()]
+	park     atomic.Pointer[func()]
+}
+
+// SetPark installs f to run each time Wait, having spun without finding a
+// completion, is about to block; nil removes it. A provider whose polls
+// do work that otherwise waits for another goroutine (see SetProgress)
+// hooks in here to hand that work back at once, rather than notice the
+// polls stopping on a timer. f must not block and must not call Poll.
+func (c *CQ) SetPark(f func()) {
+	if f == nil {
+		c.park.Store(nil)
+		return
+	}
+	c.park.Store(&f)
 }
 
 // SetProgress installs f to run at the start of every Poll (and so of
@@ -100,6 +115,12 @@ func (c *CQ) Wait(ctx context.Context, wc []verbs.WC) (int, error) {
 		if i < spinPolls {
 			runtime.Gosched()
 			continue
+		}
+		// Every block, not only the first: the Poll after a wake-up
+		// polled again. Work the hook hands over ends in Push, which
+		// fills c.wake, so nothing is lost between here and the select.
+		if f := c.park.Load(); f != nil {
+			(*f)()
 		}
 		select {
 		case <-c.wake:

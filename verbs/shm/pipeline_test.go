@@ -1,0 +1,110 @@
+package shm
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/verbs"
+)
+
+// TestImmPipelines: with receives posted at the responder, a chain of
+// WRITE_WITH_IMMs is published as a whole without waiting for any
+// acknowledgement, and still completes in order at both ends with every
+// byte in place. The responder is held still (its role taken) while the
+// requester publishes, so the test does not depend on timing.
+func TestImmPipelines(t *testing.T) {
+	const k = 8
+	a, b := pair(t, 4096, verbs.QPConfig{RNRRetry: 7})
+	for i := range k {
+		postRecv(t, b.qp, uint64(100+i))
+	}
+	al, bl := a.qp.(*QP).link.Load(), b.qp.(*QP).link.Load()
+	require.Eventually(t, func() bool { return al.pair.peerRecvsPosted() == k }, waitLimit, time.Millisecond,
+		"the requester sees the receives")
+
+	be := b.qp.(*QP).running.Load()
+	for !be.respBusy.CompareAndSwap(false, true) {
+		time.Sleep(time.Millisecond)
+	}
+	fill(a.mem.Bytes(), 5)
+	wrs := make([]*verbs.SendWR, k)
+	for i := range wrs {
+		wrs[i] = writeImm(uint64(i), a.mr, 8*i, b.mr, 8*i, 8, uint32(i))
+		if i > 0 {
+			wrs[i-1].Next = wrs[i]
+		}
+	}
+	post(t, a.qp, wrs[0])
+	require.Eventually(t, func() bool { return bl.pair.peerRequestSeq() == k }, waitLimit, time.Millisecond,
+		"all %d requests published while none is acknowledged", k)
+	noWC(t, a.cq)
+	be.respBusy.Store(false)
+	b.qp.(*QP).kickHard()
+
+	for i, wc := range waitWC(t, b.cq, k) {
+		require.Equal(t, verbs.StatusSuccess, wc.Status)
+		require.Equal(t, uint64(100+i), wc.ID, "receives consumed in order")
+		require.Equal(t, uint32(i), wc.Imm)
+	}
+	for i, wc := range waitWC(t, a.cq, k) {
+		require.Equal(t, verbs.StatusSuccess, wc.Status)
+		require.Equal(t, uint64(i), wc.ID, "send completions in order")
+	}
+	require.Equal(t, a.mem.Bytes()[:8*k], b.mem.Bytes()[:8*k])
+}
+
+// TestTimedWaitsLeaveEnginesAsleep: consumers that wait on their CQs in
+// short timed waits, as a progress loop does, leave the engines asleep,
+// also right after an engine had work. It counts the engines' wake-ups,
+// not time: an engine that dozes on a timer while its CQ is polled, and
+// is not told when the polling stops (as this provider once did), wakes
+// once or more per wait.
+func TestTimedWaitsLeaveEnginesAsleep(t *testing.T) {
+	a, b := pair(t, 1<<16, verbs.QPConfig{})
+	post(t, a.qp, write(1, a.mr, 0, b.mr, 0, 8))
+	waitWC(t, a.cq, 1)
+	engines := []*engine{a.qp.(*QP).running.Load(), b.qp.(*QP).running.Load()}
+	wakeups := func() uint64 { return engines[0].wakeups.Load() + engines[1].wakeups.Load() }
+	// Larger than what a poster executes itself: the engine does it, in
+	// the middle of the waits, and must then go back to sleep.
+	big := write(2, a.mr, 0, b.mr, 0, 1<<16)
+	big.Flags = 0
+
+	const waits = 300
+	before := wakeups()
+	waitTicks(t, []*node{a, b}, waits, func() { post(t, a.qp, big) })
+	// An engine asleep wakes by itself once a second (idleWait); the
+	// engine that copied wakes for it and may doze once or twice before
+	// the next wait hands the QP back.
+	require.LessOrEqual(t, wakeups()-before, uint64(8), "engine wake-ups during %d timed waits per CQ", waits)
+}
+
+// tick is the deadline of each wait of waitTicks: shorter than the
+// engine's doze, as a busy progress loop's waits are.
+const tick = 100 * time.Microsecond
+
+// waitTicks makes each node's CQ go through n Waits of tick,
+// concurrently, each ending by its deadline, and runs during meanwhile.
+func waitTicks(t *testing.T, nodes []*node, n int, during func()) {
+	var wg sync.WaitGroup
+	for _, nd := range nodes {
+		wg.Go(func() {
+			wc := make([]verbs.WC, 1)
+			for range n {
+				ctx, cancel := context.WithTimeout(context.Background(), tick)
+				k, err := nd.cq.Wait(ctx, wc)
+				cancel()
+				if k != 0 || err == nil {
+					t.Errorf("unexpected completion %v", wc[:k])
+				}
+			}
+		})
+	}
+	time.Sleep(5 * time.Millisecond) // some waits first: the pollers drive
+	during()
+	wg.Wait()
+}
