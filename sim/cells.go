@@ -32,6 +32,8 @@ type cellDriver struct {
 	pair     map[int32]int32
 	errDelay int64
 	cellSize int64
+	// maxWaiting is the most sends a pair connection held back at once.
+	maxWaiting int
 }
 
 type conn struct {
@@ -48,9 +50,12 @@ type conn struct {
 	rr     [2]int
 	done   [2]bool
 	// queue is a pair connection's messages in the order they are sent,
-	// recvs how many of them the receiver has posted.
-	queue []int32
-	recvs int
+	// recvs how many of them the receiver has posted; waiting holds the
+	// sends beyond the engine's MaxRanges, in order, as the runtime's
+	// driver keeps them.
+	queue   []int32
+	recvs   int
+	waiting []int32
 }
 
 // pairRanges is how many receive ranges a pair connection keeps posted
@@ -139,15 +144,23 @@ func (d *cellDriver) openPairs() {
 	}
 }
 
-// postRecvs posts up to n more of a pair connection's receive ranges.
+// postRecvs posts up to n more of a pair connection's receive ranges,
+// as many as the engine takes.
 func (d *cellDriver) postRecvs(ci int32, n int) {
 	s := d.s
 	c := &d.conns[ci]
 	posted := false
 	for ; n > 0 && c.recvs < len(c.queue); n-- {
 		fi := c.queue[c.recvs]
+		err := c.eng[1].Recv(s.now, cell.RecvRange{Tag: uint64(fi), Addr: uint64(fi+1) << 32, RKey: 2, Len: s.flows[fi].Size})
+		if errors.Is(err, cell.ErrBusy) {
+			// Ranges are handed back as their finals come, not in
+			// order: a slot frees only when the oldest is back.
+			break
+		} else if err != nil {
+			panic(fmt.Sprintf("sim: flow %d: %v", fi, err)) // the driver keeps the engine's preconditions
+		}
 		c.recvs++
-		_ = c.eng[1].Recv(s.now, cell.RecvRange{Tag: uint64(fi), Addr: uint64(fi+1) << 32, RKey: 2, Len: s.flows[fi].Size})
 		posted = true
 	}
 	if posted {
@@ -255,8 +268,27 @@ func (d *cellDriver) send(i int32) {
 	}
 	c := &d.conns[ci]
 	c.sent = true
-	_ = c.eng[0].Send(d.s.now, cell.SendRange{Tag: uint64(i), Addr: uint64(i+1) << 32, LKey: 1, Len: fl.Size})
+	if len(c.waiting) > 0 || !d.trySend(ci, i) {
+		c.waiting = append(c.waiting, i)
+		d.maxWaiting = max(d.maxWaiting, len(c.waiting))
+		return
+	}
 	d.drain(ci, 0)
+}
+
+// trySend hands flow i's range to its connection's sender engine; false
+// means MaxRanges are outstanding and it must wait.
+func (d *cellDriver) trySend(ci, i int32) bool {
+	s := d.s
+	err := d.conns[ci].eng[0].Send(s.now, cell.SendRange{Tag: uint64(i), Addr: uint64(i+1) << 32, LKey: 1, Len: s.flows[i].Size})
+	switch {
+	case errors.Is(err, cell.ErrBusy):
+		return false
+	case err != nil:
+		// The driver keeps every engine precondition: this is a bug.
+		panic(fmt.Sprintf("sim: flow %d: %v", i, err))
+	}
+	return true
 }
 
 // drain acts on an engine's Ready in its documented order. Engine inputs
@@ -286,27 +318,20 @@ func (d *cellDriver) drain(ci, end int32) {
 	for _, f := range rd.Finals {
 		s.post(c.qp[2*f.Path+int(end)], msg{kind: mFinal, bytes: cell.FinalSize, fin: f.Final})
 	}
-	recvd := 0
+	recvd, sent := 0, 0
 	for _, ev := range rd.Events {
 		switch {
 		case ev.Err != nil:
 		case ev.Kind == cell.Sent:
 			s.flowDone(int32(ev.Tag))
+			sent++
 		case ev.Kind == cell.Received:
 			s.flowArrived(int32(ev.Tag))
 			recvd++
 		}
 		c.done[end] = true
 	}
-	if c.queue != nil {
-		// A pair connection stays; each range handed back is posted
-		// again for the next message. That is a new input: this Ready
-		// is spent, and the next one carries its deadline too.
-		if recvd > 0 && c.recvs < len(c.queue) {
-			d.postRecvs(ci, recvd)
-			return
-		}
-	} else if c.done[0] && c.done[1] {
+	if c.queue == nil && c.done[0] && c.done[1] {
 		d.close(ci)
 		return
 	}
@@ -314,6 +339,22 @@ func (d *cellDriver) drain(ci, end int32) {
 		dl = max(dl, s.now)
 		c.tickAt[end] = dl
 		s.ev.push(dl, evTick, ci*2+end, c.gen)
+	}
+	// A pair connection stays: ranges handed back make room for the
+	// next receives and sends. Those are new inputs, after this Ready is
+	// spent.
+	if recvd > 0 && c.recvs < len(c.queue) {
+		d.postRecvs(ci, pairRanges)
+	}
+	if sent > 0 && len(c.waiting) > 0 {
+		k := 0
+		for k < len(c.waiting) && d.trySend(ci, c.waiting[k]) {
+			k++
+		}
+		c.waiting = c.waiting[:copy(c.waiting, c.waiting[k:])]
+		if k > 0 {
+			d.drain(ci, 0)
+		}
 	}
 }
 

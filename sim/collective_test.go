@@ -104,3 +104,23 @@ func TestRingAllReduceMatchesIdeal(t *testing.T) {
 	assert.InDelta(t, 30*(5.5e3+4e3), float64(r.Ideal), 30*3e3)
 	assert.InDelta(t, 1, r.Slowdown, 0.05, "time %d ideal %d", r.Time, r.Ideal)
 }
+
+// A ring of small chunks behind one slowed host link: the rank before it
+// issues sends faster than they complete, beyond the engine's MaxRanges,
+// and every receiver has more messages coming than it can post at once.
+// The driver holds both back in order, so each message still lands in
+// the receive posted for it: every one arrives, after it was sent.
+func TestPairConnectionBeyondMaxRanges(t *testing.T) {
+	cfg := collective("rdmacell", "allreduce", 1<<20)
+	cfg.Collective.Chunk = 4 << 10
+	s, err := New(cfg)
+	require.NoError(t, err)
+	s.f.ports[s.f.hostPort[5]].psPerByte *= 10
+	s.Run()
+	r := s.CollectiveResult()
+	require.Zero(t, r.Unfinished)
+	assert.Greater(t, s.cells.maxWaiting, 0, "sends were held back")
+	for i, f := range s.Flows() {
+		require.Greater(t, f.Arrive, f.Start, "flow %d", i)
+	}
+}
