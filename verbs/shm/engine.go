@@ -12,10 +12,12 @@ import (
 // Engine tuning.
 const (
 	// spinRounds is how many times (each a yield to other goroutines,
-	// some 50 µs in all) an engine polls after its last piece of work
+	// some 10–20 µs in all) an engine polls after its last piece of work
 	// before it sleeps. A reply that comes back within it costs no
-	// wake-up; an idle QP sleeps and costs nothing.
-	spinRounds = 200
+	// wake-up; an idle QP sleeps and costs nothing. More rounds (200
+	// once) put the scheduler's lock at a quarter of a chain benchmark's
+	// profile, yields of several spinning engines contending for it.
+	spinRounds = 50
 	// idleWait bounds a sleep with nothing pending, so that even a lost
 	// wake-up would only delay, never hang.
 	idleWait = time.Second
@@ -61,6 +63,9 @@ type engine struct {
 	dozeWord uint32
 	dozing   atomic.Bool
 	handover atomic.Bool
+	// needed says a poster or poller left work only the engine does and
+	// has woken it; until the engine looks, others need not wake it again.
+	needed atomic.Bool
 	// wakeups counts the engine's returns from sleeping or dozing, so
 	// tests can tell an idle engine from a busy loop without timing it.
 	wakeups atomic.Uint64
@@ -148,6 +153,9 @@ func (e *engine) run() {
 			}
 			return
 		}
+		// Cleared before the roles are taken: a wake for work found
+		// after this is not lost.
+		e.needed.Store(false)
 		var c clock
 		worked, busy := false, false
 		wait := idleWait
@@ -179,6 +187,13 @@ func (e *engine) run() {
 			spins = 0
 			continue
 		}
+		if busy {
+			// A poster or poller holds a role for a moment: it may be
+			// the one that left us work it cannot do. Try again soon
+			// rather than doze past that work.
+			runtime.Gosched()
+			continue
+		}
 		if e.handover.Swap(false) {
 			// The pollers parked: whatever they polled before is no
 			// reason to stay out of the way, and nothing is coming that
@@ -186,7 +201,7 @@ func (e *engine) run() {
 			// or polls resuming meanwhile would keep us dozing.
 			e.lastPolls = q.polls.Load()
 			spins = spinRounds
-		} else if p := q.polls.Load(); p != e.lastPolls || busy {
+		} else if p := q.polls.Load(); p != e.lastPolls && !e.needed.Load() {
 			// A goroutine polling a CQ of this QP drives it: stay out of
 			// its way, and do not make the peer pay for waking us.
 			e.lastPolls = p

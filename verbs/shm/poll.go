@@ -45,6 +45,9 @@ func (e *engine) fast(l *link, c *clock) {
 // only the engine does. The caller holds a role, so the link stays
 // mapped.
 func (e *engine) wake() {
+	if e.needed.Swap(true) {
+		return // told already, and it has not looked yet
+	}
 	if l := e.q.link.Load(); l != nil {
 		l.pair.bell(l.pair.side).ring()
 	}
