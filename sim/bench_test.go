@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestEventHeapOrder(t *testing.T) {
@@ -40,5 +41,51 @@ func BenchmarkRun(b *testing.B) {
 			b.ReportMetric(float64(ev)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(float64(pk)/float64(b.N), "pkts/op")
 		})
+	}
+}
+
+// The wheel pops exactly what one heap would: events pushed near and
+// far, at shared instants, and with reserved sequence numbers come out
+// in (at, seq) order.
+func TestEventQueueMatchesHeap(t *testing.T) {
+	var q eventQueue
+	var ref eventHeap
+	r := newRNG(3)
+	now := int64(0)
+	push := func(at int64) {
+		q.push(at, evTick, 0, 0)
+		ref.pushEvent(event{at: at, seq: q.seq, kind: evTick})
+	}
+	var reserved []event
+	for i := range 20000 {
+		for range r.intn(3) {
+			switch r.intn(4) {
+			case 0:
+				push(now + int64(r.intn(3*wheelSize))) // some beyond the wheel
+			case 1:
+				push(now) // the same instant
+			default:
+				push(now + int64(r.intn(100)))
+			}
+		}
+		if i%100 == 0 {
+			// Sequence numbers set aside now, used later.
+			first := q.reserve(2)
+			reserved = append(reserved, event{seq: first, kind: evTick}, event{seq: first + 1, kind: evTick})
+		}
+		if len(reserved) > 0 && r.intn(10) == 0 {
+			e := reserved[0]
+			reserved = reserved[1:]
+			e.at = now + int64(r.intn(2*wheelSize))
+			q.pushSeq(e)
+			ref.pushEvent(e)
+		}
+		if q.len() == 0 {
+			continue
+		}
+		require.Equal(t, ref.len(), q.len())
+		want, got := ref.pop(), q.pop()
+		require.Equal(t, want, got, "pop %d", i)
+		now = got.at
 	}
 }

@@ -1,5 +1,7 @@
 package sim
 
+import "math/bits"
+
 // evKind says what an event does when it fires.
 type evKind uint8
 
@@ -42,7 +44,12 @@ type eventHeap struct {
 
 func (q *eventHeap) push(at int64, kind evKind, a, b int32) {
 	q.seq++
-	q.h = append(q.h, event{at: at, seq: q.seq, kind: kind, a: a, b: b})
+	q.pushEvent(event{at: at, seq: q.seq, kind: kind, a: a, b: b})
+}
+
+// pushEvent queues e with the seq it carries.
+func (q *eventHeap) pushEvent(e event) {
+	q.h = append(q.h, e)
 	i := len(q.h) - 1
 	x := q.h[i]
 	for i > 0 {
@@ -86,4 +93,115 @@ func (q *eventHeap) pop() event {
 	}
 	q.h[i] = x
 	return top
+}
+
+// The simulator's queue is a timing wheel in front of the heap: nearly
+// every event (a port done serializing, a packet reaching the next node)
+// falls less than a few microseconds ahead, and for those a wheel of
+// one-nanosecond slots is O(1), where a heap holding every timer of the
+// run costs a dozen cache-missing levels per event. Events further ahead
+// (timeouts, engine deadlines, flow arrivals) wait in the heap and move
+// into the wheel as time reaches them.
+const (
+	wheelBits  = 12
+	wheelSize  = 1 << wheelBits // nanoseconds the wheel spans
+	wheelMask  = wheelSize - 1
+	wheelWords = wheelSize / 64
+)
+
+// eventQueue pops events in (at, seq) order, exactly as one heap would.
+// Each slot of the wheel holds the events of one instant, oldest first:
+// they are pushed in seq order, and a heap event moves in before any
+// push for the same instant can happen (see pop), except those pushed
+// with a reserved seq, which are put in place.
+type eventQueue struct {
+	seq  uint64
+	base int64 // the wheel holds events in [base, base+wheelSize)
+	slot [wheelSize][]event
+	head [wheelSize]int32
+	used [wheelWords]uint64 // slots with events
+	n    int                // events in the wheel
+	far  eventHeap          // events at or after base+wheelSize
+}
+
+func (q *eventQueue) len() int { return q.n + q.far.len() }
+
+// push queues an event with the next sequence number.
+func (q *eventQueue) push(at int64, kind evKind, a, b int32) {
+	q.seq++
+	q.pushSeq(event{at: at, seq: q.seq, kind: kind, a: a, b: b})
+}
+
+// reserve sets n sequence numbers aside for events pushed later with
+// pushSeq, and returns the first.
+func (q *eventQueue) reserve(n int) uint64 {
+	first := q.seq + 1
+	q.seq += uint64(n)
+	return first
+}
+
+// pushSeq queues e with the sequence number it carries.
+func (q *eventQueue) pushSeq(e event) {
+	if e.at < q.base {
+		panic("sim: event in the past")
+	}
+	if e.at >= q.base+wheelSize {
+		q.far.pushEvent(e)
+		return
+	}
+	i := e.at & wheelMask
+	s := append(q.slot[i], e)
+	// A reserved (older) seq goes before younger events of its instant.
+	for j := len(s) - 1; j > int(q.head[i]) && s[j-1].seq > e.seq; j-- {
+		s[j], s[j-1] = s[j-1], s[j]
+	}
+	q.slot[i] = s
+	q.used[i>>6] |= 1 << (i & 63)
+	q.n++
+}
+
+// pop removes the earliest event. The queue must not be empty.
+func (q *eventQueue) pop() event {
+	if q.n == 0 {
+		q.base = q.far.h[0].at
+		q.pull()
+	}
+	i := q.next()
+	s := q.slot[i]
+	e := s[q.head[i]]
+	q.head[i]++
+	if int(q.head[i]) == len(s) {
+		q.slot[i], q.head[i] = s[:0], 0
+		q.used[i>>6] &^= 1 << (i & 63)
+	}
+	q.n--
+	if e.at > q.base {
+		q.base = e.at
+		q.pull()
+	}
+	return e
+}
+
+// pull moves the heap's events that the wheel now spans into it, before
+// any event of the same instant can be pushed there directly.
+func (q *eventQueue) pull() {
+	for q.far.len() > 0 && q.far.h[0].at < q.base+wheelSize {
+		q.pushSeq(q.far.pop())
+	}
+}
+
+// next is the first slot with events at or after base's, going round.
+func (q *eventQueue) next() int64 {
+	i := q.base & wheelMask
+	w := i >> 6
+	if m := q.used[w] >> (i & 63); m != 0 {
+		return i + int64(bits.TrailingZeros64(m))
+	}
+	for k := int64(1); k <= wheelWords; k++ {
+		j := (w + k) % wheelWords
+		if m := q.used[j]; m != 0 {
+			return j<<6 + int64(bits.TrailingZeros64(m))
+		}
+	}
+	panic("sim: event wheel empty")
 }

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -22,7 +24,7 @@ type Flow struct {
 type Sim struct {
 	cfg   Config
 	now   int64
-	ev    eventHeap
+	ev    eventQueue
 	rng   rng
 	pl    pool
 	f     *fabric
@@ -30,6 +32,14 @@ type Sim struct {
 	qps   []qp
 	freeQ []int32
 	flows []Flow
+
+	// order lists the flows by start time: their arrivals (and receive
+	// posts) are queued one at a time along it, each with the sequence
+	// number reserved for it (feedSeq + feedPer·flow), so that the queue
+	// holds one pending arrival rather than all of them.
+	order   []int32
+	feedSeq uint64
+	feedPer int
 
 	lb     balancer
 	cells  *cellDriver
@@ -135,13 +145,34 @@ func New(cfg Config) (*Sim, error) {
 		}
 		return s, nil
 	}
-	for i := range s.flows {
-		s.ev.push(s.flows[i].Start, evFlowStart, int32(i), 0)
-		if s.cells != nil {
-			s.ev.push(max(0, s.flows[i].Start-cfg.RecvLead), evRecvPost, int32(i), 0)
-		}
+	s.order = make([]int32, len(s.flows))
+	for i := range s.order {
+		s.order[i] = int32(i)
 	}
+	slices.SortStableFunc(s.order, func(a, b int32) int { return cmp.Compare(s.flows[a].Start, s.flows[b].Start) })
+	s.feedPer = 1
+	if s.cells != nil {
+		s.feedPer = 2
+	}
+	s.feedSeq = s.ev.reserve(s.feedPer * len(s.flows))
+	s.feed(evFlowStart, 0)
+	s.feed(evRecvPost, 0)
 	return s, nil
+}
+
+// feed queues the arrival (or, for RDMACell, the receive post) of the
+// k-th flow to start.
+func (s *Sim) feed(kind evKind, k int32) {
+	if int(k) >= len(s.order) || (kind == evRecvPost && s.cells == nil) {
+		return
+	}
+	i := s.order[k]
+	e := event{at: s.flows[i].Start, seq: s.feedSeq + uint64(s.feedPer)*uint64(i), kind: kind, a: i, b: k}
+	if kind == evRecvPost {
+		e.at = max(0, e.at-s.cfg.RecvLead)
+		e.seq++
+	}
+	s.ev.pushSeq(e)
 }
 
 // Run simulates until every flow is done or the time limit.
@@ -184,8 +215,14 @@ func (s *Sim) dispatch(e *event) {
 	case evRTO:
 		s.rto(e.a)
 	case evFlowStart:
+		if s.sched == nil {
+			s.feed(evFlowStart, e.b+1)
+		}
 		s.startFlow(e.a)
-	case evRecvPost, evTick, evPathDown, evPathUp:
+	case evRecvPost:
+		s.feed(evRecvPost, e.b+1)
+		s.cells.event(e)
+	case evTick, evPathDown, evPathUp:
 		s.cells.event(e)
 	case evProbe:
 		s.hula.originate(e.a)
