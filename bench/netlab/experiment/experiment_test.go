@@ -75,6 +75,33 @@ func TestCollectiveSurvivesPathFailure(t *testing.T) {
 	require.False(t, res.FaultAt.IsZero(), "the link went down")
 	assert.True(t, res.FaultAt.After(res.Iterations[0].Start) && res.FaultAt.Before(res.Iterations[7].End),
 		"the link went down while the collectives ran")
-	t.Logf("%v went down at +%v; median iteration %v, the one it hit %v longer",
+	t.Logf("%v went down at +%v; median iteration %v, the slowest during the outage %v longer",
 		res.FaultLink, res.FaultAt.Sub(res.Iterations[0].Start), res.MedianIteration(), res.Stall())
+}
+
+// TestStall: the stall is the slowest iteration the outage overlapped,
+// over the median, also when the link failed between two iterations.
+func TestStall(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	// Iterations of 100ms with 10ms gaps; the fourth took 600ms.
+	its := []Iteration{{ms(0), ms(100)}, {ms(110), ms(210)}, {ms(220), ms(320)}, {ms(330), ms(930)}, {ms(940), ms(1040)}}
+	down := Fault{Kind: LinkDown, For: 200 * time.Millisecond}
+	for _, tt := range []struct {
+		name  string
+		fault Fault
+		at    time.Time
+		want  time.Duration
+	}{
+		{"during the slow iteration", down, ms(400), 500 * time.Millisecond},
+		{"in the gap before it", down, ms(325), 500 * time.Millisecond},
+		{"over before it", down, ms(20), 0},
+		{"no failure", down, time.Time{}, 0},
+		{"not a link down", Fault{Kind: Flap}, ms(400), 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Result{Trial: Trial{Fault: tt.fault}, Iterations: its, FaultAt: tt.at}
+			assert.Equal(t, tt.want, r.Stall())
+		})
+	}
 }

@@ -96,19 +96,24 @@ func (r Result) MedianIteration() time.Duration {
 	return d[len(d)/2]
 }
 
-// Stall is how much longer the iteration during which the link failed
-// took than the median iteration: the time the failure cost. Zero
-// without a failure.
+// Stall is how much longer than the median the slowest iteration that
+// overlapped a LinkDown's outage took: what the failure cost, at the
+// resolution of whole iterations. Every iteration the outage overlapped
+// counts, not only the one running when the link went down, since the
+// link can fail between two iterations (while the results are checked)
+// and cost the next one. Zero without such a failure.
 func (r Result) Stall() time.Duration {
-	if r.FaultAt.IsZero() {
+	if r.FaultAt.IsZero() || r.Trial.Fault.Kind != LinkDown {
 		return 0
 	}
+	end := r.FaultAt.Add(r.Trial.Fault.For)
+	var slowest time.Duration
 	for _, it := range r.Iterations {
-		if !it.Start.After(r.FaultAt) && it.End.After(r.FaultAt) {
-			return it.Duration() - r.MedianIteration()
+		if it.End.After(r.FaultAt) && it.Start.Before(end) {
+			slowest = max(slowest, it.Duration())
 		}
 	}
-	return 0
+	return max(slowest-r.MedianIteration(), 0)
 }
 
 // qpFailedLog is what the tcp provider logs when a queue pair fails.
