@@ -61,12 +61,12 @@ func (c *conga) ce(pt *port) uint8 {
 	return uint8(min(v, 255))
 }
 
-func (c *conga) onTx(pt *port, p *packet) {
+func (c *conga) onTx(pt *port, size int32) {
 	if c.s.f.nodes[pt.node].tier == 0 {
 		return
 	}
 	c.decay(pt)
-	pt.dre += float64(p.size)
+	pt.dre += float64(size)
 }
 
 func (c *conga) onForward(sw, out int32, p *packet) {

@@ -33,7 +33,7 @@ type cwState struct {
 	phase0Rx  int64
 	phase0Tx  int64
 	notifyT   int64
-	held      ring
+	held      ring[int32]
 	flushArmd bool
 }
 
@@ -178,7 +178,7 @@ func (c *conweave) flushTimer(qi, ep int32) {
 	if cw.dEp != ep || cw.dTail || cw.held.size == 0 {
 		return
 	}
-	pk := cw.held.buf[cw.held.head]
+	pk := cw.held.front()
 	src, dst := s.pl.p[pk].srcTor, s.pl.p[pk].dstTor
 	cw.dTail = true
 	c.flush(qi)

@@ -57,10 +57,10 @@ func (h *hula) util(pt *port) int32 {
 	return int32(min(255, pt.util*8/(h.s.cfg.Gbps*hulaTau)*256))
 }
 
-func (h *hula) onTx(pt *port, p *packet) {
+func (h *hula) onTx(pt *port, size int32) {
 	if h.s.f.nodes[pt.node].tier != 0 {
 		h.decay(pt)
-		pt.util += float64(p.size)
+		pt.util += float64(size)
 	}
 }
 

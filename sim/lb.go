@@ -11,8 +11,8 @@ type balancer interface {
 	atDstTor(sw, pk int32) bool
 	// onForward sees a packet leaving switch sw by port out.
 	onForward(sw, out int32, p *packet)
-	// onTx sees a packet put on the wire by port pt.
-	onTx(pt *port, p *packet)
+	// onTx sees a packet of size bytes put on the wire by port pt.
+	onTx(pt *port, size int32)
 }
 
 // lbState is what the switches keep per flow (a flow table keyed by the
@@ -40,7 +40,7 @@ type ecmpLB struct{}
 func (ecmpLB) atSrcTor(int32, int32)           {}
 func (ecmpLB) atDstTor(int32, int32) bool      { return true }
 func (ecmpLB) onForward(int32, int32, *packet) {}
-func (ecmpLB) onTx(*port, *packet)             {}
+func (ecmpLB) onTx(*port, int32)               {}
 
 func newBalancer(s *Sim) balancer {
 	switch s.cfg.Scheme {

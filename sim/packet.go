@@ -78,37 +78,46 @@ func (pl *pool) put(i int32) {
 	pl.free = append(pl.free, i)
 }
 
-// ring is a FIFO of packet indices that grows as needed.
-type ring struct {
-	buf        []int32
+// ring is a FIFO that grows as needed; its length is a power of two.
+type ring[T any] struct {
+	buf        []T
 	head, size int
 }
 
-func (r *ring) push(x int32) {
+func (r *ring[T]) push(x T) {
 	if r.size == len(r.buf) {
 		n := max(16, 2*len(r.buf))
-		nb := make([]int32, n)
+		nb := make([]T, n)
 		for i := 0; i < r.size; i++ {
-			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+			nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
 		}
 		r.buf, r.head = nb, 0
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = x
+	r.buf[(r.head+r.size)&(len(r.buf)-1)] = x
 	r.size++
 }
 
 // pushFront puts x at the head, to leave next.
-func (r *ring) pushFront(x int32) {
+func (r *ring[T]) pushFront(x T) {
 	r.push(x) // grows the buffer if needed
-	r.size--
-	r.head = (r.head + len(r.buf) - 1) % len(r.buf)
+	r.head = (r.head - 1) & (len(r.buf) - 1)
 	r.buf[r.head] = x
-	r.size++
 }
 
-func (r *ring) pop() int32 {
+func (r *ring[T]) pop() T {
 	x := r.buf[r.head]
-	r.head = (r.head + 1) % len(r.buf)
+	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.size--
 	return x
+}
+
+// front is the entry pop would return.
+func (r *ring[T]) front() T { return r.buf[r.head] }
+
+// qent is a packet in an egress queue with what dequeuing it needs, so
+// that a port sends a packet that waited long enough to leave the cache
+// without reading it back (but to mark it).
+type qent struct {
+	pk, size int32
+	in       int32 // PFC: the ingress port it is charged to
 }

@@ -99,7 +99,7 @@ func (s *Sim) pfcSend(pi int32, pause bool) {
 	// A MAC control frame leaves before anything queued, so that the
 	// headroom need only cover the packet on the wire.
 	pt := &s.f.ports[pi]
-	pt.ctrl.pushFront(pk)
+	pt.ctrl.pushFront(qent{pk: pk, size: pfcFrameSize, in: -1})
 	if !pt.busy {
 		s.txStart(pi)
 	}

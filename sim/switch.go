@@ -13,7 +13,7 @@ func (s *Sim) enqueue(pi int32, pk int32) {
 	pt := &s.f.ports[pi]
 	p := &s.pl.p[pk]
 	if p.kind != pkData || p.flags&flPrio != 0 {
-		pt.ctrl.push(pk)
+		pt.ctrl.push(qent{pk: pk, size: p.size, in: -1})
 	} else {
 		nd := &s.f.nodes[pt.node]
 		if nd.tier != 0 && s.pfcHdrm > 0 {
@@ -36,7 +36,7 @@ func (s *Sim) enqueue(pi int32, pk int32) {
 		}
 		pt.qbytes += int64(p.size)
 		pt.maxQ = max(pt.maxQ, pt.qbytes)
-		pt.data.push(pk)
+		pt.data.push(qent{pk: pk, size: p.size, in: p.in})
 	}
 	if !pt.busy {
 		s.txStart(pi)
@@ -47,53 +47,59 @@ func (s *Sim) enqueue(pi int32, pk int32) {
 // first, then data; a host port with no data queued asks its NIC.
 func (s *Sim) txStart(pi int32) {
 	pt := &s.f.ports[pi]
-	pk := int32(-1)
+	var e qent
 	switch {
 	case pt.ctrl.size > 0:
-		pk = pt.ctrl.pop()
+		e = pt.ctrl.pop()
 	case pt.paused:
 		// PFC holds the data class; control went first above.
+		e.pk = -1
 	case pt.data.size > 0:
-		pk = pt.data.pop()
-		p := &s.pl.p[pk]
-		pt.qbytes -= int64(p.size)
+		e = pt.data.pop()
+		sz := int64(e.size)
+		pt.qbytes -= sz
 		nd := &s.f.nodes[pt.node]
 		if nd.tier != 0 {
 			if s.pfcHdrm > 0 {
-				s.pfcRelease(nd, p.in, int64(p.size))
+				s.pfcRelease(nd, e.in, sz)
 			} else {
-				nd.used -= int64(p.size)
+				nd.used -= sz
 			}
-			s.markECN(pt, p)
+			s.markECN(pt, e.pk)
 		}
 	case s.f.nodes[pt.node].tier == 0:
-		pk = s.nicPull(pt.node)
+		e.pk = s.nicPull(pt.node)
+		if e.pk >= 0 {
+			e.size = s.pl.p[e.pk].size
+		}
+	default:
+		e.pk = -1
 	}
+	pk := e.pk
 	if pk < 0 {
 		pt.busy = false
 		return
 	}
 	pt.busy = true
-	p := &s.pl.p[pk]
-	ps := int64(p.size)*pt.psPerByte + pt.rem
+	ps := int64(e.size)*pt.psPerByte + pt.rem
 	ns := ps / 1000
 	pt.rem = ps % 1000
-	pt.txBytes += int64(p.size)
+	pt.txBytes += int64(e.size)
 	if s.lb != nil {
-		s.lb.onTx(pt, p)
+		s.lb.onTx(pt, e.size)
 	}
 	s.ev.push(s.now+ns, evTxDone, pi, 0)
 	s.ev.push(s.now+ns+pt.delay, evArrive, pk, pt.peerPort)
 }
 
 // markECN marks a departing data packet by its queue's length.
-func (s *Sim) markECN(pt *port, p *packet) {
+func (s *Sim) markECN(pt *port, pk int32) {
 	q := pt.qbytes
 	if q <= s.cfg.Kmin {
 		return
 	}
 	if q >= s.cfg.Kmax || s.rng.float() < float64(q-s.cfg.Kmin)/float64(s.cfg.Kmax-s.cfg.Kmin)*s.cfg.Pmax {
-		p.flags |= flECN
+		s.pl.p[pk].flags |= flECN
 	}
 }
 

@@ -21,7 +21,7 @@ type port struct {
 	rem                  int64 // picoseconds carried to the next packet
 	busy                 bool
 	up                   bool // leads to a switch of a higher tier
-	ctrl, data           ring
+	ctrl, data           ring[qent]
 	qbytes               int64 // data bytes queued here
 	// dre is CONGA's discounting rate estimator, util HULA's link
 	// utilization; both decayed lazily from their timestamps.
