@@ -16,12 +16,12 @@ const NamePrefix = "rclab-"
 //	rclab-<name>-<tag>-<owner>-<node>   e.g. rclab-failover-k3x9qa-4711-leaf0
 //
 // name is Config.Name, for people; tag is drawn at random for each lab,
-// so that labs of the same name, in one process or several, never share
-// a namespace or an interface name; owner is the pid of the process that
-// owns the lab and takes it down, 0 for a detached lab (UpDetached), which
-// nobody owns. The owner is in the name, not in a file beside it, so that
-// it exists as soon as the lab's first namespace does: a lab being built
-// is never mistaken for the leftover of a crash (see reapable).
+// so that labs of the same name are told apart, and so are their
+// interfaces; owner is the pid of the process that owns the lab and takes
+// it down, 0 for a detached lab (UpDetached), which nobody owns. The
+// owner is in the name, not in a file beside it, so that it exists as
+// soon as the lab's first namespace does: a lab being built is never
+// mistaken for the leftover of a crash (see reapLeftovers).
 type labID struct {
 	name  string
 	tag   string
