@@ -30,13 +30,20 @@ type link struct {
 
 	ctl control
 
-	// Sender state, owned by the sender goroutine.
+	// Writer role (see send.go): the fields below it belong to whoever
+	// holds writing.
+	writing  atomic.Bool
+	missed   atomic.Bool // someone found the role taken
+	raw      syscall.RawConn
 	vec      [][]byte
 	nbBack   [][]byte    // backing of nb: writing consumes nb itself
 	nb       net.Buffers // a field, so that passing &nb to WriteTo does not allocate
 	ctlBuf   [3 * headerLen]byte
-	ackTimer *time.Timer // bounds the delay of a lazy acknowledgement
-	ackArmed bool
+	rest     [][]byte // the unwritten end of an inline write
+	iov      []unix.Iovec
+	niov, wn int
+	werr     error
+	wfn      func(fd uintptr) bool
 
 	// Receiver state, owned by the receiver goroutine.
 	rd       reader
@@ -58,6 +65,10 @@ type control struct {
 	rnrPending bool
 	nak        header
 	nakPending bool
+	// lazy makes a lazy acknowledgement urgent after ackDelay, unless a
+	// frame took it along before; lazyArmed says it is pending.
+	lazy      *time.Timer
+	lazyArmed bool
 }
 
 // newLinkLocked creates the link of q over conn, counted in its wait group
@@ -73,12 +84,20 @@ func newLinkLocked(q *QP, conn net.Conn) *link {
 		expect:   q.remote.PSN,
 		vec:      make([][]byte, 0, 1+maxBatch*(1+q.cfg.maxSGE)),
 		nbBack:   make([][]byte, 0, 1+maxBatch*(1+q.cfg.maxSGE)),
+		rest:     make([][]byte, 0, inlineIov),
+		iov:      make([]unix.Iovec, inlineIov),
 		rbufs:    make([][]byte, 0, q.cfg.maxSGE),
 		rnrTimer: time.NewTimer(time.Hour),
-		ackTimer: time.NewTimer(time.Hour),
 	}
 	l.rnrTimer.Stop()
-	l.ackTimer.Stop()
+	l.ctl.lazy = time.AfterFunc(time.Hour, l.lazyDue)
+	l.ctl.lazy.Stop()
+	l.wfn = l.writevFD
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			l.raw = raw
+		}
+	}
 	l.rd.init(conn)
 	l.wg.Add(2)
 	q.link = l
@@ -106,44 +125,50 @@ func (l *link) shutdown() {
 		close(l.closing)
 		l.conn.Close()
 		l.rnrTimer.Stop()
-		l.ackTimer.Stop()
+		l.ctl.lazy.Stop()
 	})
 }
 
-// queueAck asks the sender to acknowledge every request up to psn, now if
-// urgent, else with its next write or after ackDelay.
+// queueAck asks for every request up to psn to be acknowledged: now if
+// urgent, written inline when the socket takes it, else with the next
+// frame written or after ackDelay. A lazy acknowledgement wakes nobody:
+// a request answered by a request carries it in the answer's writev.
 func (l *link) queueAck(psn uint32, urgent bool) {
 	l.ctl.mu.Lock()
 	l.ctl.ack, l.ctl.ackPending = psn, true
 	l.ctl.ackUrgent = l.ctl.ackUrgent || urgent
+	arm := !l.ctl.ackUrgent && !l.ctl.lazyArmed
+	if arm {
+		l.ctl.lazyArmed = true
+	}
 	l.ctl.mu.Unlock()
-	l.wake()
+	if urgent {
+		l.post()
+	} else if arm {
+		l.ctl.lazy.Reset(ackDelay)
+	}
 }
 
-// Control states, as the sender sees them.
-const (
-	ctlNone   = iota // nothing to write
-	ctlLazy          // a lazy acknowledgement, which may wait
-	ctlUrgent        // something to write now
-)
-
-func (l *link) controlState() int {
+// lazyDue runs ackDelay after a lazy acknowledgement was queued: if no
+// frame took it along, it becomes urgent and the sender writes it.
+func (l *link) lazyDue() {
 	l.ctl.mu.Lock()
-	defer l.ctl.mu.Unlock()
-	switch {
-	case l.ctl.rnrPending || l.ctl.nakPending || (l.ctl.ackPending && l.ctl.ackUrgent):
-		return ctlUrgent
-	case l.ctl.ackPending:
-		return ctlLazy
+	l.ctl.lazyArmed = false
+	due := l.ctl.ackPending
+	if due {
+		l.ctl.ackUrgent = true
 	}
-	return ctlNone
+	l.ctl.mu.Unlock()
+	if due {
+		l.wake()
+	}
 }
 
 func (l *link) queueRNR(psn uint32) {
 	l.ctl.mu.Lock()
 	l.ctl.rnr, l.ctl.rnrPending = psn, true
 	l.ctl.mu.Unlock()
-	l.wake()
+	l.post()
 }
 
 func (l *link) queueNak(psn uint32, st verbs.Status) {
@@ -154,21 +179,39 @@ func (l *link) queueNak(psn uint32, st verbs.Status) {
 	l.wake()
 }
 
-// takeControl encodes the pending control frames into buf, which holds
-// three headers, and returns their length and whether a NAK is among them:
-// acknowledgement first, then an RNR notice, then a NAK.
-func (l *link) takeControl(buf []byte) (n int, nak bool) {
+// takeControl encodes the pending RNR notice and acknowledgement (lazy
+// ones too: they ride with whatever is written) into buf, which holds
+// three headers, and returns their length. A NAK is left for finish,
+// which half-closes after it.
+func (l *link) takeControl(buf []byte) int {
 	l.ctl.mu.Lock()
-	if l.ctl.ackPending {
-		encodeHeader(buf[n:], &header{typ: frameAck, psn: l.ctl.ack})
-		l.ctl.ackPending, l.ctl.ackUrgent = false, false
-		n += headerLen
-	}
+	n := l.takeControlLocked(buf)
+	l.ctl.mu.Unlock()
+	return n
+}
+
+// takeControlLocked puts a pending RNR notice before a pending
+// acknowledgement: the notice was queued first, and an acknowledgement
+// that covers its request before it would make the notice name a request
+// no longer in flight, which the requester takes for a protocol error.
+func (l *link) takeControlLocked(buf []byte) (n int) {
 	if l.ctl.rnrPending {
 		encodeHeader(buf[n:], &header{typ: frameRNR, psn: l.ctl.rnr})
 		l.ctl.rnrPending = false
 		n += headerLen
 	}
+	if l.ctl.ackPending {
+		encodeHeader(buf[n:], &header{typ: frameAck, psn: l.ctl.ack})
+		l.ctl.ackPending, l.ctl.ackUrgent = false, false
+		n += headerLen
+	}
+	return n
+}
+
+// takeControlNak is takeControl with the NAK last, if there is one.
+func (l *link) takeControlNak(buf []byte) (n int, nak bool) {
+	l.ctl.mu.Lock()
+	n = l.takeControlLocked(buf)
 	if l.ctl.nakPending {
 		encodeHeader(buf[n:], &l.ctl.nak)
 		l.ctl.nakPending = false

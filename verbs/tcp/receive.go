@@ -332,6 +332,8 @@ func (l *link) refuse(h *header, remote, local verbs.Status, why string) {
 		q.flushRecvsLocked()
 	}
 	q.mu.Unlock()
+	// The link is dead now: the sender writes the NAK and half-closes.
+	l.wake()
 	q.log.Warn("tcp: refused a request of the peer", "peer", l.peer, "err", err)
 	_ = l.conn.SetReadDeadline(time.Now().Add(nakLinger))
 	_, _ = io.Copy(io.Discard, l.conn)

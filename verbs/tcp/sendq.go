@@ -44,8 +44,10 @@ func (s *sendQueue) slot(seq uint64) *sendSlot { return &s.slots[seq%uint64(len(
 func (s *sendQueue) idle() bool                { return s.head == s.tail }
 func (s *sendQueue) reset()                    { s.head, s.sent, s.tail = 0, 0, 0 }
 
-// PostSend implements verbs.QP. It validates each request, copies it into
-// the send queue and wakes the sender; it never waits for the network.
+// PostSend implements verbs.QP. It validates each request and copies it
+// into the send queue; small frames it then writes itself when the socket
+// takes them without waiting, anything else is left to the sender
+// goroutine. It never waits for the network.
 func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 	q.mu.Lock()
 	if q.state != verbs.StateRTS {
@@ -55,6 +57,7 @@ func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 	}
 	wasIdle := q.sq.idle()
 	tail := q.sq.tail
+	l := q.link
 	var err error
 	for ; wr != nil; wr = wr.Next {
 		if err = q.checkSendLocked(wr); err != nil {
@@ -68,13 +71,16 @@ func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 			q.touch()
 		}
 		q.armLocked()
-		if l := q.link; l != nil {
-			l.wake()
-		}
 		q.failLostLocked()
 		q.failLocalLocked()
 	}
+	posted := q.sq.tail != tail
 	q.mu.Unlock()
+	if posted && l != nil {
+		// Written from this goroutine when the socket takes it at once:
+		// no hand-off to the sender on the way to the wire.
+		l.post()
+	}
 	return wr, err
 }
 

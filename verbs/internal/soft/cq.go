@@ -10,10 +10,20 @@ import (
 	"github.com/rdmacell/rdmacell/verbs"
 )
 
-// spinPolls is how many times Wait re-polls before it parks. A completion
-// that arrives within a few microseconds is picked up without a trip
-// through the scheduler; an idle CQ parks and burns nothing.
-const spinPolls = 64
+// spinPolls is how many times Wait re-polls before it parks when the CQ
+// has a progress hook: those polls do the provider's work (shm executes
+// the peer's requests in them), so a completion that arrives within a few
+// microseconds is picked up without a trip through the scheduler. Without
+// a hook a completion can only come from another goroutine (tcp's
+// receiver), which the spinning itself keeps from a processor on a busy
+// machine (the yields took a fifth of a tcp ping-pong's profile, and a
+// goroutine woken by the network poller may wait for a processor while
+// others yield), so Wait looks only spinPollsPlain times before it parks.
+// An idle CQ parks and burns nothing.
+const (
+	spinPolls      = 64
+	spinPollsPlain = 2
+)
 
 // CQ is a completion queue in process memory.
 type CQ struct {
@@ -105,6 +115,10 @@ func (c *CQ) Poll(wc []verbs.WC) int {
 
 // Wait implements verbs.CQ.
 func (c *CQ) Wait(ctx context.Context, wc []verbs.WC) (int, error) {
+	spins := spinPollsPlain
+	if c.progress.Load() != nil {
+		spins = spinPolls
+	}
 	for i := 0; ; i++ {
 		if n := c.Poll(wc); n > 0 {
 			return n, nil
@@ -112,7 +126,7 @@ func (c *CQ) Wait(ctx context.Context, wc []verbs.WC) (int, error) {
 		if c.closed.Load() {
 			return 0, verbs.ErrClosed
 		}
-		if i < spinPolls {
+		if i < spins {
 			runtime.Gosched()
 			continue
 		}
