@@ -3,6 +3,7 @@ package shm
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,5 +165,46 @@ func FuzzDecode(f *testing.F) {
 			}
 			require.Equal(t, b, want)
 		}
+	})
+}
+
+// FuzzPeerRequests publishes arbitrary request descriptors in a pair
+// segment, as a confused or hostile peer could, and lets the responder
+// act on them: it must never panic, never write outside the buffers of
+// the receives it was given, and it must answer (acknowledge, refuse) or
+// close the connection.
+func FuzzPeerRequests(f *testing.F) {
+	f.Add(uint8(1), uint8(0), uint32(descImm), uint32(0), uint32(0), uint32(8), uint32(0))
+	f.Add(uint8(3), uint8(0), uint32(descSend), uint32(0), uint32(100), uint32(100), uint32(0))
+	f.Add(uint8(2), uint8(0), uint32(descSend), uint32(0), uint32(10), uint32(20), uint32(10))
+	f.Add(uint8(1), uint8(200), uint32(descImm), uint32(7), uint32(0), uint32(1<<31), uint32(0))
+	f.Fuzz(func(t *testing.T, k, jump uint8, op, imm, ln, total, off uint32) {
+		a, b := pair(t, 8192, verbs.QPConfig{})
+		fill(b.mem.Bytes(), 9)
+		want := append([]byte(nil), b.mem.Bytes()...)
+		postRecv(t, b.qp, 1, sge(b.mr, 1024, 1024)...)
+		postRecv(t, b.qp, 2, sge(b.mr, 1024, 1024)...)
+		l := a.qp.(*QP).link.Load()
+		d := desc{op: op, imm: imm, len: ln, total: total, off: off}
+		top := uint32(k%8) + 1
+		for seq := uint32(1); seq <= top; seq++ {
+			l.pair.postRequest(seq, d)
+		}
+		if jump > 0 {
+			// A sequence number past what the ring holds, or past
+			// descriptors never written.
+			top += uint32(jump)
+			atomic.StoreUint32(l.pair.at(l.pair.side, offReqSeq), top)
+		}
+		l.ringPeer()
+		bl := b.qp.(*QP).link.Load()
+		answered := func() bool {
+			seq, st := l.pair.acked()
+			return seq == top || st != 0 || bl.isDown()
+		}
+		require.Eventually(t, answered, waitLimit, 100*time.Microsecond, "the responder answers or hangs up")
+		got := b.mem.Bytes()
+		require.Equal(t, want[:1024], got[:1024], "bytes before the receive buffers")
+		require.Equal(t, want[2048:], got[2048:], "bytes after the receive buffers")
 	})
 }
