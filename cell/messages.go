@@ -63,8 +63,9 @@ type Token struct {
 	Path   int
 	Status TokenStatus
 	// RxTime is the receiver's clock when the copy's completion was
-	// handled. Clocks are not synchronised across hosts, so it is for
-	// diagnostics only; RTT samples use the sender's clock.
+	// handled; only its low 32 bits travel. Clocks are not synchronised
+	// across hosts, so it is for diagnostics only; RTT samples use the
+	// sender's clock.
 	RxTime int64
 }
 

@@ -4,12 +4,22 @@ import "encoding/binary"
 
 // Ring record layouts. Drivers write tokens, grants and finals into the
 // peer's rings in these formats and decode what lands in their own, so
-// that every driver (and the simulator) speaks the same wire. Integers
-// are little-endian. Each record carries a marker and a check byte, so a
-// zeroed slot or a torn write does not decode. A sender's token ring has
-// Window slots of TokenSize bytes, its grant ring MaxRanges slots of
-// GrantSize; a receiver's final ring MaxRanges slots of FinalSize. The
-// output naming a record gives its slot.
+// that every driver speaks the same wire. Integers are little-endian. A
+// sender's token ring has Window slots of TokenSize bytes, its grant ring
+// MaxRanges slots of GrantSize; a receiver's final ring MaxRanges slots
+// of FinalSize. The output naming a record gives its slot.
+//
+// A ring slot is read while the peer may be writing it, and nothing
+// orders the reader's loads against the writer's stores: a WRITE is
+// placed in any order and in pieces (an RNIC by PCIe transaction, the tcp
+// provider as the socket delivers, the shm provider by memmove). So a
+// decoder copies the slot once and decodes only that copy, and every
+// record carries a marker and a 32-bit check over all its other bytes: a
+// zeroed slot, a torn write, or a copy that mixes two records does not
+// decode (the check passes such a mix about once in 2^32). Decoding from
+// the slot itself, field by field, once let a torn final decode with a
+// sequence number it was never written with; the reader then cleared the
+// slot, and the real final, complete a moment later, was lost.
 const (
 	TokenSize = 16
 	GrantSize = 32
@@ -22,43 +32,74 @@ const (
 	markFinal = 0xC5
 )
 
-// check folds a record's bytes, but the check byte at i, into one.
-func check(b []byte, i int) byte {
-	x := byte(0x5A)
-	for j, v := range b {
-		if j != i {
-			x = x<<1 | x>>7
-			x ^= v
-		}
+// maxFinalLen bounds a final's length, which travels in 48 bits; ranges
+// are at most 1<<48 bytes.
+const maxFinalLen = 1<<48 - 1
+
+// check hashes a record whose 4-byte check field at b[at:at+4] is zero.
+func check(b []byte) uint32 {
+	h := uint64(0x9E3779B97F4A7C15)
+	for i := 0; i < len(b); i += 8 {
+		h ^= binary.LittleEndian.Uint64(b[i:])
+		h *= 0xBF58476D1CE4E5B9
+		h ^= h >> 31
 	}
-	return x
+	h *= 0x94D049BB133111EB
+	return uint32(h ^ h>>32)
 }
 
-// PutToken encodes t into b[:TokenSize].
+// seal writes the check of the record in b into b[at:at+4].
+func seal(b []byte, at int) {
+	binary.LittleEndian.PutUint32(b[at:], 0)
+	binary.LittleEndian.PutUint32(b[at:], check(b))
+}
+
+// intact reports whether the record copied into b carries its marker at
+// mark and a valid check at at.
+func intact(b []byte, mark int, want byte, at int) bool {
+	if b[mark] != want {
+		return false
+	}
+	got := binary.LittleEndian.Uint32(b[at:])
+	binary.LittleEndian.PutUint32(b[at:], 0)
+	return check(b) == got
+}
+
+// Token layout: ID [0:4], Path [4], Status [5], marker [6], zero [7], the
+// low 32 bits of RxTime [8:12], check [12:16].
+
+// PutToken encodes t into b[:TokenSize]. Only the low 32 bits of RxTime
+// travel.
 func PutToken(b []byte, t Token) {
 	b = b[:TokenSize]
 	binary.LittleEndian.PutUint32(b[0:], t.ID)
 	b[4] = byte(t.Path)
 	b[5] = byte(t.Status)
 	b[6] = markToken
-	binary.LittleEndian.PutUint64(b[8:], uint64(t.RxTime))
-	b[7] = check(b, 7)
+	b[7] = 0
+	binary.LittleEndian.PutUint32(b[8:], uint32(t.RxTime))
+	seal(b, 12)
 }
 
-// ReadToken decodes a token from b[:TokenSize]; ok is false for a slot
-// that holds no whole token.
+// ReadToken decodes a token from b[:TokenSize], which may be under a
+// write; ok is false unless it holds a whole token. RxTime comes back as
+// the 32 bits that travel.
 func ReadToken(b []byte) (t Token, ok bool) {
-	b = b[:TokenSize]
-	if b[6] != markToken || b[7] != check(b, 7) {
+	var r [TokenSize]byte
+	copy(r[:], b[:TokenSize])
+	if !intact(r[:], 6, markToken, 12) {
 		return Token{}, false
 	}
 	return Token{
-		ID:     binary.LittleEndian.Uint32(b[0:]),
-		Path:   int(b[4]),
-		Status: TokenStatus(b[5]),
-		RxTime: int64(binary.LittleEndian.Uint64(b[8:])),
+		ID:     binary.LittleEndian.Uint32(r[0:]),
+		Path:   int(r[4]),
+		Status: TokenStatus(r[5]),
+		RxTime: int64(binary.LittleEndian.Uint32(r[8:])),
 	}, true
 }
+
+// Grant layout: Seq [0:4], RKey [4:8], Addr [8:16], Len [16:24], marker
+// [24], zero [25:28], check [28:32].
 
 // PutGrant encodes g into b[:GrantSize].
 func PutGrant(b []byte, g Grant) {
@@ -69,43 +110,57 @@ func PutGrant(b []byte, g Grant) {
 	binary.LittleEndian.PutUint64(b[8:], g.Addr)
 	binary.LittleEndian.PutUint64(b[16:], uint64(g.Len))
 	b[24] = markGrant
-	b[31] = check(b, 31)
+	seal(b, 28)
 }
 
-// ReadGrant decodes a grant from b[:GrantSize].
+// ReadGrant decodes a grant from b[:GrantSize], which may be under a
+// write.
 func ReadGrant(b []byte) (g Grant, ok bool) {
-	b = b[:GrantSize]
-	if b[24] != markGrant || b[31] != check(b, 31) {
+	var r [GrantSize]byte
+	copy(r[:], b[:GrantSize])
+	if !intact(r[:], 24, markGrant, 28) || r[25]|r[26]|r[27] != 0 {
 		return Grant{}, false
 	}
 	return Grant{
-		Seq:  binary.LittleEndian.Uint32(b[0:]),
-		RKey: binary.LittleEndian.Uint32(b[4:]),
-		Addr: binary.LittleEndian.Uint64(b[8:]),
-		Len:  int64(binary.LittleEndian.Uint64(b[16:])),
+		Seq:  binary.LittleEndian.Uint32(r[0:]),
+		RKey: binary.LittleEndian.Uint32(r[4:]),
+		Addr: binary.LittleEndian.Uint64(r[8:]),
+		Len:  int64(binary.LittleEndian.Uint64(r[16:])),
 	}, true
 }
 
-// PutFinal encodes f into b[:FinalSize].
+// Final layout: Seq [0:4], Status [4], marker [5], Len in 48 bits
+// [6:12], check [12:16].
+
+// PutFinal encodes f into b[:FinalSize]. A length outside 0..2^48−1
+// cannot be a range's and is sent as maxFinalLen, which the receiver
+// refuses as longer than its range.
 func PutFinal(b []byte, f Final) {
 	b = b[:FinalSize]
+	n := uint64(f.Len)
+	if f.Len < 0 || n > maxFinalLen {
+		n = maxFinalLen
+	}
 	binary.LittleEndian.PutUint32(b[0:], f.Seq)
 	b[4] = byte(f.Status)
 	b[5] = markFinal
-	b[6] = 0
-	binary.LittleEndian.PutUint64(b[8:], uint64(f.Len))
-	b[7] = check(b, 7)
+	binary.LittleEndian.PutUint16(b[6:], uint16(n))
+	binary.LittleEndian.PutUint32(b[8:], uint32(n>>16))
+	seal(b, 12)
 }
 
-// ReadFinal decodes a final from b[:FinalSize].
+// ReadFinal decodes a final from b[:FinalSize], which may be under a
+// write.
 func ReadFinal(b []byte) (f Final, ok bool) {
-	b = b[:FinalSize]
-	if b[5] != markFinal || b[7] != check(b, 7) {
+	var r [FinalSize]byte
+	copy(r[:], b[:FinalSize])
+	if !intact(r[:], 5, markFinal, 12) {
 		return Final{}, false
 	}
+	n := uint64(binary.LittleEndian.Uint16(r[6:])) | uint64(binary.LittleEndian.Uint32(r[8:]))<<16
 	return Final{
-		Seq:    binary.LittleEndian.Uint32(b[0:]),
-		Status: FinalStatus(b[4]),
-		Len:    int64(binary.LittleEndian.Uint64(b[8:])),
+		Seq:    binary.LittleEndian.Uint32(r[0:]),
+		Status: FinalStatus(r[4]),
+		Len:    int64(n),
 	}, true
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestWireRoundTrip(t *testing.T) {
-	tok := cell.Token{ID: 1<<32 - 1, Path: 63, Status: cell.TokenDup, RxTime: -5}
+	tok := cell.Token{ID: 1<<32 - 1, Path: 63, Status: cell.TokenDup, RxTime: 1<<31 + 5}
 	b := make([]byte, cell.TokenSize)
 	cell.PutToken(b, tok)
 	got, ok := cell.ReadToken(b)
@@ -57,6 +57,68 @@ func TestWireRejectsTornAndEmptySlots(t *testing.T) {
 			// A write that tore: some bytes are from another record.
 			b[2] ^= 0x5A
 			require.False(t, tc.read(b), "a torn record")
+		})
+	}
+}
+
+// A slot whose record is replaced by another is read, in the worst
+// case, with every 8-byte word from either record (an RNIC or a provider
+// places a WRITE in pieces, in any order). No mix decodes, only the
+// records themselves; nor does the old record with any run of its bytes
+// zeroed, a write landing into a cleared slot.
+func TestWireRejectsMixedRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		put  func(b []byte, k uint32)
+		read func([]byte) (uint32, bool)
+	}{
+		{"token", cell.TokenSize,
+			func(b []byte, k uint32) {
+				cell.PutToken(b, cell.Token{ID: 0x1000 + k, Path: int(k % 4), Status: cell.TokenOK, RxTime: int64(k) << 20})
+			},
+			func(b []byte) (uint32, bool) { x, ok := cell.ReadToken(b); return x.ID - 0x1000, ok }},
+		{"grant", cell.GrantSize,
+			func(b []byte, k uint32) {
+				cell.PutGrant(b, cell.Grant{Seq: k, Addr: 0x7f0000000000 + uint64(k)<<16, RKey: 9, Len: int64(k) << 10})
+			},
+			func(b []byte) (uint32, bool) { x, ok := cell.ReadGrant(b); return x.Seq, ok }},
+		{"final", cell.FinalSize,
+			func(b []byte, k uint32) {
+				cell.PutFinal(b, cell.Final{Seq: k, Len: int64(k) * 3, Status: cell.FinalOK})
+			},
+			func(b []byte) (uint32, bool) { x, ok := cell.ReadFinal(b); return x.Seq, ok }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			words := tc.size / 8
+			a, b, mix := make([]byte, tc.size), make([]byte, tc.size), make([]byte, tc.size)
+			for k := uint32(0); k < 512; k++ {
+				tc.put(a, k)
+				tc.put(b, k+64)
+				for m := 1; m < 1<<words-1; m++ {
+					for w := range words {
+						src := a
+						if m&(1<<w) != 0 {
+							src = b
+						}
+						copy(mix[8*w:8*w+8], src[8*w:8*w+8])
+					}
+					_, ok := tc.read(mix)
+					require.False(t, ok, "record %d mixed with %d, words %b", k, k+64, m)
+				}
+				for lo := 0; lo < tc.size; lo++ {
+					for hi := lo + 1; hi <= tc.size; hi++ {
+						if lo == 0 && hi == tc.size {
+							continue
+						}
+						copy(mix, a)
+						clear(mix[lo:hi])
+						if got, ok := tc.read(mix); ok {
+							require.Equal(t, k, got, "record %d with bytes %d..%d zeroed", k, lo, hi)
+						}
+					}
+				}
+			}
 		})
 	}
 }

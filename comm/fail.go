@@ -174,8 +174,13 @@ func (w *world) abortedBy(p *peer) *AbortError {
 	return nil
 }
 
-// failPeer fails every operation involving p with err, and every
-// operation on the ordered channel of the communicators p belongs to.
+// failPeer fails every operation involving p with err. Unless p left
+// cleanly, it also fails every operation on the ordered channel of the
+// communicators p belongs to: a rank that died mid-collective leaves the
+// others waiting on each other, and only that tells them. A rank that
+// closed its communicator or exited finished every collective it was in;
+// the others may still be finishing theirs among themselves, and a
+// collective that still needs it fails on its own operations with it.
 func (w *world) failPeer(p *peer, err error, abortLinks bool) {
 	p.mu.Lock()
 	if p.err == nil {
@@ -190,6 +195,9 @@ func (w *world) failPeer(p *peer, err error, abortLinks bool) {
 	p.cancelWhereLocked(err, nil)
 	p.mu.Unlock()
 	p.wake()
+	if errors.Is(err, ErrPeerClosed) || isExited(err) {
+		return
+	}
 	for _, c := range w.commsWith(p.rank) {
 		c.poisonOrdered(err)
 	}

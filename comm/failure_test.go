@@ -153,3 +153,42 @@ func TestWrongSecret(t *testing.T) {
 		t.Logf("rank %d: %v", r, err)
 	}
 }
+
+// A rank that closes its communicator has finished its collectives; the
+// others may still be finishing theirs among themselves. Its goodbye fails
+// what involves it, not the ordered channel between the others.
+func TestPeerCloseLeavesOthersOrderedChannel(t *testing.T) {
+	comms := startComms(t, 3, TransportShm, nil)
+	ctx := bounded(t)
+	r, err := comms[0].P2P().Irecv(1, 7, make([]byte, 8))
+	require.NoError(t, err)
+	gone, err := comms[0].P2P().Irecv(2, 7, make([]byte, 8))
+	require.NoError(t, err)
+	// Close waits for the others' goodbyes; its own goes out at once.
+	closed := make(chan error, 1)
+	go func() { closed <- comms[2].Close() }()
+	_, err = gone.Wait(ctx)
+	require.ErrorIs(t, err, ErrPeerClosed, "the receive from the rank that left")
+	var pe *PeerError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, 2, pe.Rank)
+
+	s, err := comms[1].P2P().Isend(0, 7, []byte("12345678"))
+	require.NoError(t, err)
+	_, err = s.Wait(ctx)
+	require.NoError(t, err)
+	n, err := r.Wait(ctx)
+	require.NoError(t, err, "a receive between two ranks still there")
+	require.Equal(t, 8, n)
+	// Later operations between them work too.
+	r, err = comms[1].P2P().Irecv(0, 8, make([]byte, 1))
+	require.NoError(t, err)
+	s, err = comms[0].P2P().Isend(1, 8, []byte{1})
+	require.NoError(t, err)
+	_, err = r.Wait(ctx)
+	require.NoError(t, err)
+	_, err = s.Wait(ctx)
+	require.NoError(t, err)
+	closeAll(t, comms[:2])
+	require.NoError(t, <-closed)
+}

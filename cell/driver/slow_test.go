@@ -107,7 +107,7 @@ func TestLateCopiesNeverCorrupt(t *testing.T) {
 				// Once path 0 is given up, let its reset through at once;
 				// the requests it holds keep their delay.
 				for pr.a.conn.Stats().Engine.GiveUps == giveUps {
-					require.NoError(t, ctx.Err(), "rep %d: path 0 never given up", rep)
+					require.NoError(t, ctx.Err(), "rep %d: path 0 never given up\nsender %+v\nreceiver %+v", rep, pr.a.conn.Stats(), pr.b.conn.Stats())
 					time.Sleep(time.Millisecond)
 				}
 				slow.Inject(fault.Fault{})

@@ -58,12 +58,6 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 	for _, transport := range []string{comm.TransportShm, comm.TransportTCP} {
 		for _, world := range []int{2, 3, 4} {
 			t.Run(fmt.Sprintf("%s/n=%d", transport, world), func(t *testing.T) {
-				if transport == comm.TransportShm {
-					// Over shm, an ordered receive sometimes never gets its
-					// message and the job runs into its deadline; enable
-					// these cases once the transport is fixed.
-					t.Skip("shm transport stalls under these collectives")
-				}
 				ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 				defer cancel()
 				var stdout, stderr syncBuffer

@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rdmacell/rdmacell/comm"
 	"github.com/rdmacell/rdmacell/launcher"
 )
 
@@ -48,7 +47,6 @@ func TestTrainThroughLauncher(t *testing.T) {
 		Args:         []string{"-epochs", "4", "-samples", "2048", "-timeout", "90s"},
 		ProcsPerNode: 2,
 		Nodes:        1,
-		Transport:    comm.TransportTCP,
 		Env:          os.Environ(),
 	}, &stdout, &stderr)
 	out := "stdout:\n" + stdout.String() + "\nstderr:\n" + stderr.String()
