@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/rdmacell/rdmacell/cell"
@@ -32,6 +33,8 @@ type cellDriver struct {
 	pair     map[int32]int32
 	errDelay int64
 	cellSize int64
+	// window and depth are the engines' Window and RecvDepth.
+	window, depth int
 	// maxWaiting is the most sends a pair connection held back at once.
 	maxWaiting int
 }
@@ -74,6 +77,21 @@ func newCellDriver(s *Sim) (*cellDriver, error) {
 	if s.sched != nil {
 		d.pair = map[int32]int32{}
 	}
+	// A connection per flow never has more cells than its flow: a window
+	// and a receive depth that hold them all bind exactly as 32 and 16
+	// would, and each engine allocates and clears far less (an engine is
+	// built for every flow: the engine cannot be reset for another).
+	d.window, d.depth = 32, 16
+	if d.pair == nil && d.cellSize > 0 {
+		var most int64
+		for i := range s.flows {
+			most = max(most, s.flows[i].Size)
+		}
+		if cells := int((most + d.cellSize - 1) / d.cellSize); cells <= d.depth {
+			d.depth = max(cells, 1)
+			d.window = max(2, 1<<bits.Len(uint(cells-1)))
+		}
+	}
 	if s.cfg.CellBDP > 0 {
 		mtu := int64(s.cfg.MTU)
 		d.cellSize = max(mtu, (int64(s.cfg.CellBDP*float64(s.cfg.BDP))+mtu-1)/mtu*mtu)
@@ -92,9 +110,9 @@ func (d *cellDriver) engineConfig(src, dst int32, end int) cell.Config {
 		Paths:          s.cfg.Paths,
 		MTU:            s.cfg.MTU,
 		CellSize:       d.cellSize,
-		Window:         32,
+		Window:         d.window,
 		MaxRanges:      1,
-		RecvDepth:      16,
+		RecvDepth:      d.depth,
 		InitialRTT:     time.Duration(s.cfg.InitialRTT),
 		MinSoftTimeout: time.Duration(s.cfg.MinSoftTimeout),
 	}

@@ -100,9 +100,7 @@ func (s *Sim) pfcSend(pi int32, pause bool) {
 	// headroom need only cover the packet on the wire.
 	pt := &s.f.ports[pi]
 	pt.ctrl.pushFront(qent{pk: pk, size: pfcFrameSize, in: -1})
-	if !pt.busy {
-		s.txStart(pi)
-	}
+	s.kick(pi)
 }
 
 // pfcFrame acts on a PAUSE or RESUME that reached the node owning port
@@ -117,7 +115,5 @@ func (s *Sim) pfcFrame(pi, pk int32) {
 		return
 	}
 	s.st.PausedNs += s.now - pt.pausedAt
-	if !pt.busy {
-		s.txStart(pi)
-	}
+	s.kick(pi)
 }

@@ -137,9 +137,7 @@ func (s *Sim) activate(i int32) {
 		h.active = append(h.active, i)
 	}
 	pi := s.f.nodes[q.src].ports[0]
-	if !s.f.ports[pi].busy {
-		s.txStart(pi)
-	}
+	s.kick(pi)
 }
 
 // rewind restarts sending from sndUna (Go-Back-N).

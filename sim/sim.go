@@ -24,6 +24,7 @@ type Flow struct {
 type Sim struct {
 	cfg   Config
 	now   int64
+	seq   uint64 // of the event being handled
 	ev    eventQueue
 	rng   rng
 	pl    pool
@@ -184,7 +185,7 @@ func (s *Sim) Run() {
 		if e.at > s.stopAt {
 			break
 		}
-		s.now = e.at
+		s.now, s.seq = e.at, e.seq
 		s.st.Events++
 		s.dispatch(&e)
 	}
@@ -202,6 +203,7 @@ func (s *Sim) Run() {
 func (s *Sim) dispatch(e *event) {
 	switch e.kind {
 	case evTxDone:
+		s.f.ports[e.a].txPending = false
 		s.txStart(e.a)
 	case evArrive:
 		s.arrive(e.a, e.b)
@@ -209,9 +211,7 @@ func (s *Sim) dispatch(e *event) {
 		h := &s.hosts[e.a]
 		h.wakeAt = 0
 		pi := s.f.nodes[e.a].ports[0]
-		if !s.f.ports[pi].busy {
-			s.txStart(pi)
-		}
+		s.kick(pi)
 	case evRTO:
 		s.rto(e.a)
 	case evFlowStart:

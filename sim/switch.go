@@ -38,9 +38,7 @@ func (s *Sim) enqueue(pi int32, pk int32) {
 		pt.maxQ = max(pt.maxQ, pt.qbytes)
 		pt.data.push(qent{pk: pk, size: p.size, in: p.in})
 	}
-	if !pt.busy {
-		s.txStart(pi)
-	}
+	s.kick(pi)
 }
 
 // txStart puts the next packet of port pi on the wire, if any: control
@@ -77,10 +75,8 @@ func (s *Sim) txStart(pi int32) {
 	}
 	pk := e.pk
 	if pk < 0 {
-		pt.busy = false
-		return
+		return // idle until kicked
 	}
-	pt.busy = true
 	ps := int64(e.size)*pt.psPerByte + pt.rem
 	ns := ps / 1000
 	pt.rem = ps % 1000
@@ -88,8 +84,37 @@ func (s *Sim) txStart(pi int32) {
 	if s.lb != nil {
 		s.lb.onTx(pt, e.size)
 	}
-	s.ev.push(s.now+ns, evTxDone, pi, 0)
+	pt.busyUntil = s.now + ns
+	pt.txSeq = s.ev.reserve(1)
 	s.ev.push(s.now+ns+pt.delay, evArrive, pk, pt.peerPort)
+	if pt.ctrl.size > 0 || (!pt.paused && pt.data.size > 0) || (s.f.nodes[pt.node].tier == 0 && len(s.hosts[pt.node].active) > 0) {
+		s.txDone(pi)
+	}
+}
+
+// kick makes port pi send what it has: at once if it is idle, else as
+// soon as the packet on the wire is out.
+func (s *Sim) kick(pi int32) {
+	pt := &s.f.ports[pi]
+	switch {
+	case pt.txPending:
+	case s.now > pt.busyUntil || s.now == pt.busyUntil && pt.txSeq < s.seq:
+		// Its evTxDone would have come and gone: the port is idle.
+		s.txStart(pi)
+	default:
+		s.txDone(pi)
+	}
+}
+
+// txDone queues the end of port pi's transmission, when the port will
+// have more to send then. A port that would have nothing queues no
+// event: a quarter of all events were such no-ops. The event carries
+// the sequence number reserved when the packet started, so events of the
+// same instant keep the order they would have had.
+func (s *Sim) txDone(pi int32) {
+	pt := &s.f.ports[pi]
+	pt.txPending = true
+	s.ev.pushSeq(event{at: pt.busyUntil, seq: pt.txSeq, kind: evTxDone, a: pi})
 }
 
 // markECN marks a departing data packet by its queue's length.

@@ -19,10 +19,15 @@ type port struct {
 	psPerByte            int64 // serialization, picoseconds per byte
 	delay                int64 // propagation, ns
 	rem                  int64 // picoseconds carried to the next packet
-	busy                 bool
-	up                   bool // leads to a switch of a higher tier
-	ctrl, data           ring[qent]
-	qbytes               int64 // data bytes queued here
+	// busyUntil is when the packet on the wire is out; txPending says
+	// an evTxDone is queued for then (only when there is more to send),
+	// txSeq the sequence number reserved for it when the packet started.
+	busyUntil  int64
+	txPending  bool
+	txSeq      uint64
+	up         bool // leads to a switch of a higher tier
+	ctrl, data ring[qent]
+	qbytes     int64 // data bytes queued here
 	// dre is CONGA's discounting rate estimator, util HULA's link
 	// utilization; both decayed lazily from their timestamps.
 	dre, util   float64
@@ -72,8 +77,8 @@ func (f *fabric) addNode(tier int8) int32 {
 func (f *fabric) link(a, b int32, psPerByte, delay int64) {
 	pa, pb := int32(len(f.ports)), int32(len(f.ports)+1)
 	f.ports = append(f.ports,
-		port{node: a, peer: b, peerPort: pb, psPerByte: psPerByte, delay: delay, up: f.nodes[b].tier > f.nodes[a].tier},
-		port{node: b, peer: a, peerPort: pa, psPerByte: psPerByte, delay: delay, up: f.nodes[a].tier > f.nodes[b].tier})
+		port{node: a, peer: b, peerPort: pb, psPerByte: psPerByte, delay: delay, up: f.nodes[b].tier > f.nodes[a].tier, busyUntil: -1},
+		port{node: b, peer: a, peerPort: pa, psPerByte: psPerByte, delay: delay, up: f.nodes[a].tier > f.nodes[b].tier, busyUntil: -1})
 	f.nodes[a].ports = append(f.nodes[a].ports, pa)
 	f.nodes[b].ports = append(f.nodes[b].ports, pb)
 }
