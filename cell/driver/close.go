@@ -78,7 +78,9 @@ func (c *Conn) failLocked(err error) {
 		_ = p.qp.Close()
 		p.qmu.Unlock()
 	}
-	_ = c.ctl.qp.Close()
+	for _, l := range c.ctl.lanes {
+		_ = l.qp.Close()
+	}
 	c.signalBye()
 	c.kickLocked()
 }
@@ -95,8 +97,8 @@ func (c *Conn) release() error {
 	for _, p := range c.paths {
 		keep(p.qp.Close())
 	}
-	if c.ctl.qp != nil {
-		keep(c.ctl.qp.Close())
+	for _, l := range c.ctl.lanes {
+		keep(l.qp.Close())
 	}
 	c.mu.Lock()
 	c.failAllLocked(c.err)

@@ -8,10 +8,28 @@ import (
 	"github.com/rdmacell/rdmacell/verbs"
 )
 
-// The control channel is one extra QP per connection carrying SEND
-// messages that coordinate path resets (see reset.go) and the end of the
-// connection. It is not on the data path: a reset sends two messages each
-// way.
+// The control channel carries SEND messages that coordinate path resets
+// (see reset.go) and the end of the connection. It is not on the data
+// path: a reset sends two messages each way. But it must outlive what
+// kills paths: one QP would be a single point of failure, since a fabric
+// hashes each QP onto one route, and a dead route under the control QP
+// would leave every path waiting for a reset until that route healed.
+//
+// So the channel has lanes, one QP each, one per path up to maxLanes,
+// created like the paths (lane i with path i's local address) so that
+// they spread over routes as the paths do. Every message goes out on
+// every lane that works, numbered. Each lane delivers in order and a lane
+// that fails never delivers again, so the messages delivered at the peer
+// are always a prefix of those sent: it takes a message only if it is
+// the next one, and drops the copies the slower lanes bring. A failed
+// lane is not repaired; the channel fails when its last lane does.
+
+// maxLanes bounds the lanes of the control channel: each costs a QP and
+// its buffers, and four routes failing at once is past what the paths
+// survive anyway.
+const maxLanes = 4
+
+func laneCount(paths int) int { return min(paths, maxLanes) }
 
 type msgKind uint8
 
@@ -43,6 +61,7 @@ func (k msgKind) String() string {
 // ctlMsg is one control message.
 type ctlMsg struct {
 	kind msgKind
+	seq  uint32 // its number among the messages of this end
 	path int
 	gen  uint32
 	ep   verbs.Endpoint // msgEP only
@@ -51,7 +70,7 @@ type ctlMsg struct {
 
 const (
 	ctlMagic  = 0xD5
-	ctlHeader = 10 // magic, kind, path (2), gen (4), endpoint length (2)
+	ctlHeader = 14 // magic, kind, path (2), gen (4), endpoint length (2), seq (4)
 )
 
 // encode writes m into b and returns its length.
@@ -70,6 +89,7 @@ func (m *ctlMsg) encode(b []byte) (int, error) {
 	binary.LittleEndian.PutUint16(b[2:], uint16(m.path))
 	binary.LittleEndian.PutUint32(b[4:], m.gen)
 	binary.LittleEndian.PutUint16(b[8:], uint16(len(ep)))
+	binary.LittleEndian.PutUint32(b[10:], m.seq)
 	copy(b[ctlHeader:], ep)
 	return ctlHeader + len(ep), nil
 }
@@ -79,7 +99,8 @@ func decodeCtl(b []byte, paths int, provider string) (ctlMsg, error) {
 	if len(b) < ctlHeader || b[0] != ctlMagic {
 		return ctlMsg{}, fmt.Errorf("control message of %d bytes without a valid header", len(b))
 	}
-	m := ctlMsg{kind: msgKind(b[1]), path: int(binary.LittleEndian.Uint16(b[2:])), gen: binary.LittleEndian.Uint32(b[4:])}
+	m := ctlMsg{kind: msgKind(b[1]), path: int(binary.LittleEndian.Uint16(b[2:])), gen: binary.LittleEndian.Uint32(b[4:]),
+		seq: binary.LittleEndian.Uint32(b[10:])}
 	n := int(binary.LittleEndian.Uint16(b[8:]))
 	switch {
 	case m.kind < msgEP || m.kind > msgBye:
@@ -104,6 +125,16 @@ func decodeCtl(b []byte, paths int, provider string) (ctlMsg, error) {
 
 // control is the state of the control channel, guarded by Conn.mu.
 type control struct {
+	lanes []*lane
+	seq   uint32 // number of the next message sent
+	next  uint32 // number of the next message the peer's lanes deliver
+	down  bool   // every lane failed
+	err   error
+}
+
+// lane is one QP of the control channel.
+type lane struct {
+	idx  int
 	qp   verbs.QP
 	qpn  uint32
 	free []int // send slots not in use
@@ -112,49 +143,75 @@ type control struct {
 	// byeSlot is the send slot of the goodbye, or -1.
 	byeSlot int
 	down    bool
-	err     error
 	recvs   []verbs.RecvWR
 	rsge    []verbs.SGE
 	wr      verbs.SendWR
 	sge     [1]verbs.SGE
 }
 
-// postCtlRecvLocked posts the receive of control slot i.
-func (c *Conn) postCtlRecvLocked(i int) error {
-	wr := &c.ctl.recvs[i]
+// laneOf returns the lane whose QP is qpn, or nil.
+func (c *Conn) laneOf(qpn uint32) *lane {
+	for _, l := range c.ctl.lanes {
+		if l.qpn == qpn {
+			return l
+		}
+	}
+	return nil
+}
+
+// postCtlRecvLocked posts the receive of slot i of lane l.
+func (c *Conn) postCtlRecvLocked(l *lane, i int) error {
+	wr := &l.recvs[i]
 	wr.Next = nil
-	_, err := c.ctl.qp.PostRecv(wr)
+	_, err := l.qp.PostRecv(wr)
 	return err
 }
 
-// sendCtlLocked sends m to the peer, or queues it until a send slot is
-// free.
+// sendCtlLocked numbers m and sends it on every lane that works, queueing
+// it on a lane without a free send slot.
 func (c *Conn) sendCtlLocked(m ctlMsg) error {
 	k := &c.ctl
 	if k.down {
 		return k.err
 	}
-	if len(k.free) == 0 {
-		k.pending = append(k.pending, m)
-		return nil
+	m.seq = k.seq
+	k.seq++
+	for _, l := range k.lanes {
+		if l.down {
+			continue
+		}
+		if len(l.free) == 0 || len(l.pending) > 0 {
+			l.pending = append(l.pending, m)
+			continue
+		}
+		c.postCtlLocked(l, m)
 	}
-	slot := k.free[len(k.free)-1]
-	off := c.lay.ctlSendOff(slot)
-	n, err := m.encode(c.stage[off : off+ctlMsgSize])
-	if err != nil {
-		return err
-	}
-	k.free = k.free[:len(k.free)-1]
-	k.sge[0] = verbs.SGE{Addr: c.stageAddr + uint64(off), Length: uint32(n), LKey: c.stageMR.LKey()}
-	k.wr = verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpSend, Flags: verbs.Signaled, SGL: k.sge[:]}
-	if m.kind == msgBye {
-		k.byeSlot = slot
-	}
-	if _, err := k.qp.PostSend(&k.wr); err != nil {
-		c.ctlDownLocked(fmt.Errorf("post %v message: %w", m.kind, err))
+	if k.down {
 		return k.err
 	}
 	return nil
+}
+
+// postCtlLocked posts m on lane l, which has a free send slot.
+func (c *Conn) postCtlLocked(l *lane, m ctlMsg) {
+	slot := l.free[len(l.free)-1]
+	off := c.lay.ctlSendOff(l.idx, slot)
+	n, err := m.encode(c.stage[off : off+ctlMsgSize])
+	if err != nil {
+		// Only an endpoint too long for the buffers, which no lane can
+		// send either.
+		c.laneDownLocked(l, fmt.Errorf("encode %v message: %w", m.kind, err))
+		return
+	}
+	l.free = l.free[:len(l.free)-1]
+	l.sge[0] = verbs.SGE{Addr: c.stageAddr + uint64(off), Length: uint32(n), LKey: c.stageMR.LKey()}
+	l.wr = verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpSend, Flags: verbs.Signaled, SGL: l.sge[:]}
+	if m.kind == msgBye {
+		l.byeSlot = slot
+	}
+	if _, err := l.qp.PostSend(&l.wr); err != nil {
+		c.laneDownLocked(l, fmt.Errorf("post %v message: %w", m.kind, err))
+	}
 }
 
 // sendCtl is sendCtlLocked for goroutines that do not hold the lock.
@@ -164,54 +221,70 @@ func (c *Conn) sendCtl(m ctlMsg) error {
 	return c.sendCtlLocked(m)
 }
 
-// ctlCompletionLocked handles a completion of the control QP.
-func (c *Conn) ctlCompletionLocked(now int64, wc *verbs.WC) {
-	k := &c.ctl
-	if k.down {
+// ctlCompletionLocked handles a completion of lane l.
+func (c *Conn) ctlCompletionLocked(now int64, l *lane, wc *verbs.WC) {
+	if l.down {
 		return
 	}
 	slot := int(wc.ID)
 	if wc.Status != verbs.StatusSuccess || slot < 0 || slot >= c.lay.ctlSlots {
-		c.ctlDownLocked(&verbs.WCError{WC: *wc})
+		c.laneDownLocked(l, &verbs.WCError{WC: *wc})
 		return
 	}
 	if wc.Opcode != verbs.OpRecv {
 		// A send completed: its slot is free.
-		if slot == k.byeSlot {
-			k.byeSlot = -1
+		if slot == l.byeSlot {
+			l.byeSlot = -1
 			c.signalBye()
 		}
-		k.free = append(k.free, slot)
-		if len(k.pending) > 0 {
-			m := k.pending[0]
-			k.pending = k.pending[1:]
-			_ = c.sendCtlLocked(m)
+		l.free = append(l.free, slot)
+		if len(l.pending) > 0 {
+			m := l.pending[0]
+			l.pending = l.pending[1:]
+			c.postCtlLocked(l, m)
 		}
 		return
 	}
-	off := c.lay.ctlRecvOff(slot)
+	off := c.lay.ctlRecvOff(l.idx, slot)
 	m, err := decodeCtl(c.stage[off:off+min(int(wc.ByteLen), ctlMsgSize)], c.cfg.Paths, c.provider)
-	if err := c.postCtlRecvLocked(slot); err != nil {
-		c.ctlDownLocked(fmt.Errorf("post control receive: %w", err))
+	if err := c.postCtlRecvLocked(l, slot); err != nil {
+		c.laneDownLocked(l, fmt.Errorf("post control receive: %w", err))
 		return
 	}
 	if err != nil {
-		c.log.Warn("cell driver: malformed control message", "peer", c.cfg.Peer, "err", err)
+		c.log.Warn("cell driver: malformed control message", "peer", c.cfg.Peer, "lane", l.idx, "err", err)
 		return
 	}
+	if m.seq != c.ctl.next {
+		return // a slower lane's copy of a message taken already
+	}
+	c.ctl.next++
 	c.dispatchLocked(now, m)
 }
 
-// ctlDownLocked records that the control channel failed: resets under way
-// cannot finish, and later ones fail at once.
-func (c *Conn) ctlDownLocked(cause error) {
+// laneDownLocked records that lane l failed, and that the control
+// channel did if it was the last lane: resets under way cannot finish
+// then, and later ones fail at once.
+func (c *Conn) laneDownLocked(l *lane, cause error) {
+	if l.down {
+		return
+	}
+	l.down, l.pending = true, nil
 	k := &c.ctl
-	if k.down {
+	left := 0
+	for _, o := range k.lanes {
+		if !o.down {
+			left++
+		}
+	}
+	if left > 0 {
+		if c.err == nil {
+			c.log.Warn("cell driver: control lane failed", "peer", c.cfg.Peer, "lane", l.idx, "qp", l.qpn, "lanes left", left, "err", cause)
+		}
 		return
 	}
 	k.down = true
-	k.err = fmt.Errorf("%w: peer %s (qp %d): %w", ErrControl, c.cfg.Peer, k.qpn, cause)
-	k.pending = nil
+	k.err = fmt.Errorf("%w: peer %s: every lane failed, the last (qp %d): %w", ErrControl, c.cfg.Peer, l.qpn, cause)
 	if c.err == nil {
 		c.log.Warn("cell driver: control channel failed; paths can no longer be reset", "peer", c.cfg.Peer, "err", cause)
 	}

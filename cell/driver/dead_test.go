@@ -12,8 +12,12 @@ import (
 	"github.com/rdmacell/rdmacell/verbs/fault"
 )
 
-// ctlQP returns the fault wrapper of the control QP.
-func (e *end) ctlQP() *fault.QP { return e.conn.ctl.qp.(*fault.QP) }
+// injectControl injects f into every lane of the control channel.
+func (e *end) injectControl(f fault.Fault) {
+	for _, l := range e.conn.ctl.lanes {
+		l.qp.(*fault.QP).Inject(f)
+	}
+}
 
 // inFlight posts k ranges of n bytes from one end to the other and
 // returns their Ops.
@@ -81,7 +85,7 @@ func TestEveryPathDead(t *testing.T) {
 			pr := newPair(t, p, cfg)
 			ctx := bounded(t)
 			sends, recvs := inFlight(t, pr.a, pr.b, 8, 4<<20)
-			pr.a.ctlQP().Inject(fault.Fault{Kind: fault.Stall})
+			pr.a.injectControl(fault.Fault{Kind: fault.Stall})
 			for i := range cfg.Paths {
 				pr.a.qp(i).Inject(fault.Fault{Kind: fault.Kill})
 			}
@@ -111,7 +115,7 @@ func TestUnresettablePathDeclaredDead(t *testing.T) {
 	pr := newPair(t, p, cfg)
 	ctx := bounded(t)
 	stream(ctx, t, pr.a, pr.b, 32<<20, 2<<20, 4, 3, func() {
-		pr.a.ctlQP().Inject(fault.Fault{Kind: fault.Stall})
+		pr.a.injectControl(fault.Fault{Kind: fault.Stall})
 		pr.a.qp(2).Inject(fault.Fault{Kind: fault.Kill})
 	})
 	dead := func(e *end) {
@@ -121,7 +125,7 @@ func TestUnresettablePathDeclaredDead(t *testing.T) {
 	dead(pr.a)
 	// The peer's QP may not have noticed (a QP with nothing posted learns
 	// nothing): it hears once the control channel flows again.
-	pr.a.ctlQP().Inject(fault.Fault{})
+	pr.a.injectControl(fault.Fault{})
 	dead(pr.b)
 	require.NoError(t, pr.a.conn.Err())
 	st := pr.a.conn.Stats()

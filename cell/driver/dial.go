@@ -60,8 +60,10 @@ func Dial(ctx context.Context, cfg Config, ex Exchanger) (*Conn, error) {
 			return nil, &PathError{Peer: r.Peer, Path: i, QPN: p.qpn, Op: "connect", Err: err}
 		}
 	}
-	if err := connectQP(c.ctl.qp, &remote.Control); err != nil {
-		return nil, fmt.Errorf("driver: peer %s: connect control qp %d: %w", r.Peer, c.ctl.qpn, err)
+	for i, l := range c.ctl.lanes {
+		if err := connectQP(l.qp, &remote.Lanes[i]); err != nil {
+			return nil, fmt.Errorf("driver: peer %s: connect control lane %d (qp %d): %w", r.Peer, i, l.qpn, err)
+		}
 	}
 	if err := c.probe(ctx); err != nil {
 		return nil, err
@@ -104,7 +106,7 @@ func (c *Conn) build() (*setupInfo, error) {
 	c.ring, c.stage = c.ringMR.Bytes(), c.stageMR.Bytes()
 	c.stageAddr = c.stageMR.Addr()
 
-	depth := r.Paths*(r.maxSendWR()+r.maxRecvWR()) + 2*c.lay.ctlSlots
+	depth := r.Paths*(r.maxSendWR()+r.maxRecvWR()) + 2*c.lay.lanes*c.lay.ctlSlots
 	if c.cq, err = r.Device.CreateCQ(depth); err != nil {
 		return nil, fail("create CQ", err)
 	}
@@ -143,35 +145,43 @@ func (c *Conn) build() (*setupInfo, error) {
 	for _, p := range c.paths {
 		info.Paths = append(info.Paths, p.qp.Endpoint())
 	}
-	info.Control = c.ctl.qp.Endpoint()
+	for _, l := range c.ctl.lanes {
+		info.Lanes = append(info.Lanes, l.qp.Endpoint())
+	}
 	return info, nil
 }
 
+// buildControl creates the lanes of the control channel and posts their
+// receives.
 func (c *Conn) buildControl() error {
 	r := &c.cfg
 	n := c.lay.ctlSlots
-	qc := r.QP
-	qc.SendCQ, qc.RecvCQ = c.cq, c.cq
-	qc.MaxSendWR, qc.MaxRecvWR, qc.MaxSGE = n, n, 1
-	qc.RNRRetry = 7 // a message waits for a receive rather than be lost
-	qc.LocalAddr = ""
-	q, err := r.PD.CreateQP(qc)
-	if err != nil {
-		return fmt.Errorf("driver: peer %s: create control qp: %w", r.Peer, err)
-	}
-	k := &c.ctl
-	k.qp, k.qpn, k.byeSlot = q, q.Num(), -1
-	if err := q.Modify(verbs.StateInit, nil); err != nil {
-		return fmt.Errorf("driver: peer %s: control qp %d to INIT: %w", r.Peer, k.qpn, err)
-	}
-	k.recvs = make([]verbs.RecvWR, n)
-	k.rsge = make([]verbs.SGE, n)
-	for i := range n {
-		k.free = append(k.free, n-1-i)
-		k.rsge[i] = verbs.SGE{Addr: c.stageAddr + uint64(c.lay.ctlRecvOff(i)), Length: ctlMsgSize, LKey: c.stageMR.LKey()}
-		k.recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: k.rsge[i : i+1]}
-		if err := c.postCtlRecvLocked(i); err != nil {
-			return fmt.Errorf("driver: peer %s: post control receive: %w", r.Peer, err)
+	for i := range c.lay.lanes {
+		qc := r.QP
+		qc.SendCQ, qc.RecvCQ = c.cq, c.cq
+		qc.MaxSendWR, qc.MaxRecvWR, qc.MaxSGE = n, n, 1
+		qc.RNRRetry = 7 // a message waits for a receive rather than be lost
+		qc.LocalAddr = ""
+		if len(r.LocalAddrs) > 0 {
+			qc.LocalAddr = r.LocalAddrs[i]
+		}
+		q, err := r.PD.CreateQP(qc)
+		if err != nil {
+			return fmt.Errorf("driver: peer %s: create control lane %d: %w", r.Peer, i, err)
+		}
+		l := &lane{idx: i, qp: q, qpn: q.Num(), byeSlot: -1,
+			recvs: make([]verbs.RecvWR, n), rsge: make([]verbs.SGE, n)}
+		c.ctl.lanes = append(c.ctl.lanes, l)
+		if err := q.Modify(verbs.StateInit, nil); err != nil {
+			return fmt.Errorf("driver: peer %s: control lane %d (qp %d) to INIT: %w", r.Peer, i, l.qpn, err)
+		}
+		for j := range n {
+			l.free = append(l.free, n-1-j)
+			l.rsge[j] = verbs.SGE{Addr: c.stageAddr + uint64(c.lay.ctlRecvOff(i, j)), Length: ctlMsgSize, LKey: c.stageMR.LKey()}
+			l.recvs[j] = verbs.RecvWR{ID: uint64(j), SGL: l.rsge[j : j+1]}
+			if err := c.postCtlRecvLocked(l, j); err != nil {
+				return fmt.Errorf("driver: peer %s: post control receive on lane %d: %w", r.Peer, i, err)
+			}
 		}
 	}
 	return nil

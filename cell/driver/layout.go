@@ -13,8 +13,8 @@ import (
 //     per path (Window slots each), the grant ring and the final ring
 //     (MaxRanges slots each), in that order;
 //   - the staging area, local only: the records this end writes are
-//     encoded there first, one slot per path and ring slot, and the
-//     control channel's send and receive buffers.
+//     encoded there first, one slot per path and ring slot, and the send
+//     and receive buffers of each lane of the control channel.
 //
 // Tokens get a ring per path, not one ring of Window slots for the whole
 // connection: a cell re-posted after its path was given up has two copies
@@ -27,14 +27,14 @@ import (
 // write still reads the slot, the peer's ring slot ends with the later
 // record either way.
 type layout struct {
-	paths, window, ranges int
+	paths, window, ranges, lanes int
 
 	tokens, grants, finals int // offsets in the ring region
 	ringLen                int
 
 	stTokens, stGrants, stFinals int // offsets in the staging region
 	ctlSend, ctlRecv             int
-	ctlSlots                     int
+	ctlSlots                     int // per lane
 	stageLen                     int
 
 	stageOff, total int // the staging region within the allocation
@@ -45,7 +45,7 @@ type layout struct {
 const ctlMsgSize = 1024
 
 func newLayout(paths, window, ranges int) layout {
-	l := layout{paths: paths, window: window, ranges: ranges}
+	l := layout{paths: paths, window: window, ranges: ranges, lanes: laneCount(paths)}
 	l.tokens = 0
 	l.grants = l.tokens + paths*window*cell.TokenSize
 	l.finals = l.grants + ranges*cell.GrantSize
@@ -56,8 +56,8 @@ func newLayout(paths, window, ranges int) layout {
 	l.stGrants = l.stTokens + paths*window*cell.TokenSize
 	l.stFinals = l.stGrants + paths*ranges*cell.GrantSize
 	l.ctlSend = l.stFinals + paths*ranges*cell.FinalSize
-	l.ctlRecv = l.ctlSend + l.ctlSlots*ctlMsgSize
-	l.stageLen = l.ctlRecv + l.ctlSlots*ctlMsgSize
+	l.ctlRecv = l.ctlSend + l.lanes*l.ctlSlots*ctlMsgSize
+	l.stageLen = l.ctlRecv + l.lanes*l.ctlSlots*ctlMsgSize
 
 	page := os.Getpagesize()
 	l.stageOff = (l.ringLen + page - 1) &^ (page - 1)
@@ -85,6 +85,10 @@ func (l *layout) stFinalOff(path, slot int) int {
 	return l.stFinals + (path*l.ranges+slot)*cell.FinalSize
 }
 
-func (l *layout) ctlSendOff(slot int) int { return l.ctlSend + slot*ctlMsgSize }
+func (l *layout) ctlSendOff(lane, slot int) int {
+	return l.ctlSend + (lane*l.ctlSlots+slot)*ctlMsgSize
+}
 
-func (l *layout) ctlRecvOff(slot int) int { return l.ctlRecv + slot*ctlMsgSize }
+func (l *layout) ctlRecvOff(lane, slot int) int {
+	return l.ctlRecv + (lane*l.ctlSlots+slot)*ctlMsgSize
+}

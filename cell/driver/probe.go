@@ -19,14 +19,17 @@ const wrKindProbe = 0xD2 << 56
 // waiting for it past their soft timeout. Completions that are not the
 // probes' are kept for the progress goroutine.
 func (c *Conn) probe(ctx context.Context) error {
-	qps := make([]verbs.QP, 0, len(c.paths)+1)
+	qps := make([]verbs.QP, 0, len(c.paths)+len(c.ctl.lanes))
 	for _, p := range c.paths {
 		qps = append(qps, p.qp)
 	}
-	qps = append(qps, c.ctl.qp)
+	for _, l := range c.ctl.lanes {
+		qps = append(qps, l.qp)
+	}
 	what := func(i int) string {
-		if i == len(c.paths) {
-			return fmt.Sprintf("control qp %d", c.ctl.qpn)
+		if i >= len(c.paths) {
+			l := c.ctl.lanes[i-len(c.paths)]
+			return fmt.Sprintf("control lane %d (qp %d)", l.idx, l.qpn)
 		}
 		return fmt.Sprintf("path %d (qp %d)", i, c.paths[i].qpn)
 	}

@@ -127,12 +127,11 @@ func (c *Conn) stepLocked() bool {
 func (c *Conn) completionsLocked(now int64, wcs []verbs.WC) {
 	for i := range wcs {
 		wc := &wcs[i]
-		if wc.QPN == c.ctl.qpn {
-			c.ctlCompletionLocked(now, wc)
-			continue
-		}
 		q := c.pathOf(wc.QPN)
 		if q < 0 {
+			if l := c.laneOf(wc.QPN); l != nil {
+				c.ctlCompletionLocked(now, l, wc)
+			}
 			continue
 		}
 		c.paths[q].lastSeen = now

@@ -27,7 +27,7 @@ func (f ExchangeFunc) Exchange(ctx context.Context, local []byte) ([]byte, error
 }
 
 // setupVersion numbers the layout of setupInfo and of the rings.
-const setupVersion = 1
+const setupVersion = 2
 
 // maxSetupLen bounds the peer's setup information before it is decoded.
 const maxSetupLen = 1 << 20
@@ -40,7 +40,7 @@ type setupInfo struct {
 	Version int              `json:"version"`
 	Wire    wireParams       `json:"wire"`
 	Paths   []verbs.Endpoint `json:"paths"`
-	Control verbs.Endpoint   `json:"control"`
+	Lanes   []verbs.Endpoint `json:"lanes"` // of the control channel
 	Rings   ringInfo         `json:"rings"`
 }
 
@@ -107,8 +107,13 @@ func parseSetup(peer string, b []byte, local *setupInfo) (*setupInfo, error) {
 			return nil, bad(fmt.Sprintf("paths[%d]", i), "%s", err)
 		}
 	}
-	if err := checkEndpoint(&r.Control, lw.Provider); err != "" {
-		return nil, bad("control", "%s", err)
+	if n := laneCount(lw.Paths); len(r.Lanes) != n {
+		return nil, bad("lanes", "%d endpoints, want %d", len(r.Lanes), n)
+	}
+	for i := range r.Lanes {
+		if err := checkEndpoint(&r.Lanes[i], lw.Provider); err != "" {
+			return nil, bad(fmt.Sprintf("lanes[%d]", i), "%s", err)
+		}
 	}
 	want := newLayout(lw.Paths, lw.Window, lw.MaxRanges).ringLen
 	switch {

@@ -22,7 +22,7 @@ func validSetup() *setupInfo {
 		Version: setupVersion,
 		Wire:    w,
 		Paths:   []verbs.Endpoint{ep(1), ep(2)},
-		Control: ep(3),
+		Lanes:   []verbs.Endpoint{ep(3), ep(4)},
 		Rings:   ringInfo{Addr: 1 << 40, RKey: 5, Len: newLayout(w.Paths, w.Window, w.MaxRanges).ringLen},
 	}
 }
@@ -46,7 +46,7 @@ func TestParseSetupRejectsBadInput(t *testing.T) {
 		{"not json", []byte("{nope"), "(all)"},
 		{"unknown field", []byte(`{"version":1,"extra":true}`), "(all)"},
 		{"trailing garbage is not read", nil, ""},
-		{"version", encode(func(s *setupInfo) { s.Version = 2 }), "version"},
+		{"version", encode(func(s *setupInfo) { s.Version = 1 }), "version"},
 		{"provider", encode(func(s *setupInfo) { s.Wire.Provider = "shm" }), "wire.provider"},
 		{"paths", encode(func(s *setupInfo) { s.Wire.Paths = 3 }), "wire.paths"},
 		{"mtu", encode(func(s *setupInfo) { s.Wire.MTU = 1024 }), "wire.mtu"},
@@ -59,7 +59,8 @@ func TestParseSetupRejectsBadInput(t *testing.T) {
 		{"endpoint address", encode(func(s *setupInfo) { s.Paths[0].Addr = "" }), "paths[0]"},
 		{"long address", encode(func(s *setupInfo) { s.Paths[0].Addr = strings.Repeat("x", 300) }), "paths[0]"},
 		{"rnr retry", encode(func(s *setupInfo) { s.Paths[1].RNRRetry = 8 }), "paths[1]"},
-		{"control", encode(func(s *setupInfo) { s.Control.Provider = "" }), "control"},
+		{"lane count", encode(func(s *setupInfo) { s.Lanes = s.Lanes[:1] }), "lanes"},
+		{"lane endpoint", encode(func(s *setupInfo) { s.Lanes[1].Provider = "" }), "lanes[1]"},
 		{"ring length", encode(func(s *setupInfo) { s.Rings.Len-- }), "rings.len"},
 		{"ring address", encode(func(s *setupInfo) { s.Rings.Addr = 0 }), "rings.addr"},
 		{"ring wraps", encode(func(s *setupInfo) { s.Rings.Addr = ^uint64(0) - 10 }), "rings.addr"},
@@ -172,8 +173,8 @@ func TestDecodeControlMessage(t *testing.T) {
 		return append([]byte(nil), buf[:n]...)
 	}
 	for _, m := range []ctlMsg{
-		{kind: msgEP, path: 3, gen: 7, ep: ep},
-		{kind: msgRTS, path: 0, gen: 1 << 31},
+		{kind: msgEP, path: 3, gen: 7, ep: ep, seq: 12},
+		{kind: msgRTS, path: 0, gen: 1 << 31, seq: 1<<32 - 1},
 		{kind: msgDead, path: 2, gen: 9},
 		{kind: msgBye},
 	} {
