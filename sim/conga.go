@@ -85,7 +85,7 @@ func (c *conga) fresh(e congaEnt) uint8 {
 func (c *conga) atSrcTor(sw, pk int32) {
 	s := c.s
 	p := &s.pl.p[pk]
-	st := &s.qps[p.qp].lb
+	st := &s.lbs[p.qp]
 	a, b := s.f.torIx[sw], s.f.torIx[p.dstTor]
 	n := s.f.paths(a, b)
 	if st.path < 0 || s.now-st.last > flowletGap {

@@ -69,7 +69,7 @@ func (c *conweave) atSrcTor(sw, pk int32) {
 	s := c.s
 	p := &s.pl.p[pk]
 	qi := p.qp
-	st := &s.qps[qi].lb
+	st := &s.lbs[qi]
 	cw := &st.cw
 	a, b := s.f.torIx[sw], s.f.torIx[p.dstTor]
 	n := s.f.paths(a, b)
@@ -120,7 +120,7 @@ func (c *conweave) atDstTor(sw, pk int32) bool {
 		return true
 	}
 	qi, ep, flags, path, at := p.qp, p.cwEp, p.flags, p.path, p.at
-	cw := &s.qps[qi].lb.cw
+	cw := &s.lbs[qi].cw
 	if flags&flECN != 0 && s.now-cw.notifyT >= cwPathPause {
 		cw.notifyT = s.now
 		c.ctrl(pkCWNotify, sw, p.srcTor, qi, ep, path)
@@ -163,7 +163,7 @@ func (c *conweave) atDstTor(sw, pk int32) bool {
 // flush releases a flow's held packets to its host, in arrival order.
 func (c *conweave) flush(qi int32) {
 	s := c.s
-	cw := &s.qps[qi].lb.cw
+	cw := &s.lbs[qi].cw
 	for cw.held.size > 0 {
 		pk := cw.held.pop()
 		s.enqueue(s.f.hostPort[s.pl.p[pk].dst], pk)
@@ -173,7 +173,7 @@ func (c *conweave) flush(qi int32) {
 // flushTimer gives up waiting for a TAIL.
 func (c *conweave) flushTimer(qi, ep int32) {
 	s := c.s
-	cw := &s.qps[qi].lb.cw
+	cw := &s.lbs[qi].cw
 	cw.flushArmd = false
 	if cw.dEp != ep || cw.dTail || cw.held.size == 0 {
 		return
@@ -209,7 +209,7 @@ func (c *conweave) control(sw, pk int32) {
 	if p.epoch != q.epoch {
 		return
 	}
-	st := &q.lb
+	st := &s.lbs[p.qp]
 	switch p.kind {
 	case pkCWReply:
 		if p.cwEp == st.cw.ep && !st.cw.phase1 {
