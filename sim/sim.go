@@ -33,7 +33,7 @@ type Sim struct {
 	qps   []qp
 	// lbs[qp] is the switches' state for the QP's flow, for the schemes
 	// that keep some (nil for the others).
-	lbs []lbState
+	lbs   []lbState
 	freeQ []int32
 	flows []Flow
 
