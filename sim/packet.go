@@ -1,5 +1,7 @@
 package sim
 
+import "slices"
+
 // pktKind is what a packet carries.
 type pktKind uint8
 
@@ -69,7 +71,7 @@ func (pl *pool) get() int32 {
 		pl.p[i] = packet{path: -1, fbPath: -1}
 		return i
 	}
-	pl.p = append(pl.p, packet{path: -1, fbPath: -1})
+	pl.p = append(grow(pl.p), packet{path: -1, fbPath: -1})
 	return int32(len(pl.p) - 1)
 }
 
@@ -120,4 +122,14 @@ func (r *ring[T]) front() T { return r.buf[r.head] }
 type qent struct {
 	pk, size int32
 	in       int32 // PFC: the ingress port it is charged to
+}
+
+// grow doubles a full slice's capacity ahead of an append: append grows
+// large slices by a quarter at a time, which for the QP and packet tables
+// meant copying them over and over.
+func grow[T any](x []T) []T {
+	if len(x) < cap(x) {
+		return x
+	}
+	return slices.Grow(x, max(len(x), 64))
 }

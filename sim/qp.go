@@ -83,6 +83,7 @@ func (s *Sim) newQP(src, dst int32) int32 {
 		i = s.freeQ[n-1]
 		s.freeQ = s.freeQ[:n-1]
 	} else {
+		s.qps = grow(s.qps)
 		s.qps = append(s.qps, qp{})
 		i = int32(len(s.qps) - 1)
 	}
@@ -99,7 +100,7 @@ func (s *Sim) newQP(src, dst int32) int32 {
 	q.dport = 100 + s.hosts[dst].dport
 	if s.lbs != nil {
 		for int(i) >= len(s.lbs) {
-			s.lbs = append(s.lbs, lbState{})
+			s.lbs = append(grow(s.lbs), lbState{})
 		}
 		s.lbs[i].reset()
 	}
