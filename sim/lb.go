@@ -78,5 +78,5 @@ func (l *letflow) atSrcTor(sw, pk int32) {
 		st.path = int32(s.rng.intn(int(s.f.paths(s.f.torIx[sw], s.f.torIx[p.dstTor]))))
 	}
 	st.last = s.now
-	p.path, p.rem = st.path, st.path
+	p.path, p.rem = int16(st.path), int16(st.path)
 }
