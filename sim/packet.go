@@ -46,8 +46,8 @@ type packet struct {
 	a, b   int32
 	dstTor int16 // switch the packet is routed to
 	srcTor int16
-	path   int16 // source route (CONGA/LetFlow/ConWeave), -1 for ECMP
-	rem    int16 // what is left of path to consume at the next choices
+	path   int16  // source route (CONGA/LetFlow/ConWeave), -1 for ECMP
+	rem    int16  // what is left of path to consume at the next choices
 	size   uint16 // bytes on the wire
 	pay    uint16 // payload bytes
 	sport  uint16
