@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"unsafe"
+
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,4 +90,11 @@ func TestEventQueueMatchesHeap(t *testing.T) {
 		require.Equal(t, want, got, "pop %d", i)
 		now = got.at
 	}
+}
+
+// A packet is one cache line, and an event half of one: both are read
+// once per hop, usually from memory.
+func TestHotStructSizes(t *testing.T) {
+	assert.Equal(t, uintptr(64), unsafe.Sizeof(packet{}))
+	assert.LessOrEqual(t, unsafe.Sizeof(event{}), uintptr(32))
 }

@@ -33,6 +33,8 @@ type cellDriver struct {
 	pair     map[int32]int32
 	errDelay int64
 	cellSize int64
+	// names[h] names host h in engine errors, built once.
+	names []string
 	// window and depth are the engines' Window and RecvDepth.
 	window, depth int
 	// maxWaiting is the most sends a pair connection held back at once.
@@ -59,6 +61,12 @@ type conn struct {
 	queue   []int32
 	recvs   int
 	waiting []int32
+	// grants holds what reached a per-flow connection's sender end
+	// before its flow started: that end's engine is only built then
+	// (halving the engines alive while receivers post ahead), and is fed
+	// them first. An engine has no input before its first Send but these,
+	// and none of its outputs depends on when they came.
+	grants []cell.Grant
 }
 
 // pairRanges is how many receive ranges a pair connection keeps posted
@@ -96,6 +104,10 @@ func newCellDriver(s *Sim) (*cellDriver, error) {
 		mtu := int64(s.cfg.MTU)
 		d.cellSize = max(mtu, (int64(s.cfg.CellBDP*float64(s.cfg.BDP))+mtu-1)/mtu*mtu)
 	}
+	d.names = make([]string, s.f.hosts)
+	for h := range d.names {
+		d.names[h] = fmt.Sprintf("host %d", h)
+	}
 	// Fail on a bad engine configuration now rather than mid-run.
 	if _, err := cell.New(d.engineConfig(0, 1, 0)); err != nil {
 		return nil, err
@@ -106,7 +118,7 @@ func newCellDriver(s *Sim) (*cellDriver, error) {
 func (d *cellDriver) engineConfig(src, dst int32, end int) cell.Config {
 	s := d.s
 	cfg := cell.Config{
-		Peer:           fmt.Sprintf("host %d", [2]int32{dst, src}[end]),
+		Peer:           d.names[[2]int32{dst, src}[end]],
 		Paths:          s.cfg.Paths,
 		MTU:            s.cfg.MTU,
 		CellSize:       d.cellSize,
@@ -202,12 +214,12 @@ func (d *cellDriver) newConn(src, dst int32) int32 {
 	c.tickAt, c.sent, c.done = [2]int64{}, false, [2]bool{}
 	c.active, c.rr = [2]bool{}, [2]int{}
 	clear(c.resetting)
+	c.grants = c.grants[:0]
 	for e := range 2 {
-		eng, err := cell.New(d.engineConfig(src, dst, e))
-		if err != nil {
-			panic(err) // validated in newCellDriver
+		if e == 0 && d.pair == nil {
+			continue // built by send
 		}
-		c.eng[e] = eng
+		c.eng[e] = d.engine(src, dst, e)
 	}
 	for p := range s.cfg.Paths {
 		q0 := s.newQP(src, dst)
@@ -220,9 +232,21 @@ func (d *cellDriver) newConn(src, dst int32) int32 {
 		}
 	}
 	// The first Ready holds receive chains only: nothing to carry.
-	d.drain(ci, 0)
-	d.drain(ci, 1)
+	for e := range int32(2) {
+		if c.eng[e] != nil {
+			d.drain(ci, e)
+		}
+	}
 	return ci
+}
+
+// engine builds the engine of end e of a connection from src to dst.
+func (d *cellDriver) engine(src, dst int32, e int) *cell.Engine {
+	eng, err := cell.New(d.engineConfig(src, dst, e))
+	if err != nil {
+		panic(err) // validated in newCellDriver
+	}
+	return eng
 }
 
 // pick serves connection end u (conn·2 + end) at its host's NIC: the
@@ -286,6 +310,14 @@ func (d *cellDriver) send(i int32) {
 	}
 	c := &d.conns[ci]
 	c.sent = true
+	if c.eng[0] == nil {
+		c.eng[0] = d.engine(fl.Src, fl.Dst, 0)
+		d.drain(ci, 0)
+		for _, g := range c.grants {
+			c.eng[0].Grant(d.s.now, g)
+		}
+		c.grants = c.grants[:0]
+	}
 	if len(c.waiting) > 0 || !d.trySend(ci, i) {
 		c.waiting = append(c.waiting, i)
 		d.maxWaiting = max(d.maxWaiting, len(c.waiting))
@@ -384,6 +416,12 @@ func (d *cellDriver) deliver(q *qp, m *msg) {
 		return
 	}
 	e := d.conns[ci].eng[end]
+	if e == nil {
+		if m.kind == mGrant {
+			d.conns[ci].grants = append(d.conns[ci].grants, m.grant)
+		}
+		return
+	}
 	switch m.kind {
 	case mCell:
 		_ = e.Completion(s.now, path, verbs.WC{Status: verbs.StatusSuccess, Opcode: verbs.OpRecvWriteImm,

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -137,6 +138,9 @@ func (c *Config) validate() error {
 	}
 	if c.Load <= 0 || c.Load > 1 {
 		return fmt.Errorf("load %v, want (0, 1]", c.Load)
+	}
+	if c.MTU < 1 || c.Header < 0 || c.MTU+c.Header > math.MaxUint16 || c.AckSize < 1 || c.AckSize > math.MaxUint16 {
+		return fmt.Errorf("MTU %d + header %d, ACK %d: want packets of 1..%d bytes", c.MTU, c.Header, c.AckSize, math.MaxUint16)
 	}
 	if c.Paths < 1 || c.Paths > 64 {
 		return fmt.Errorf("paths %d, want 1..64", c.Paths)

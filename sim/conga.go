@@ -85,7 +85,7 @@ func (c *conga) fresh(e congaEnt) uint8 {
 func (c *conga) atSrcTor(sw, pk int32) {
 	s := c.s
 	p := &s.pl.p[pk]
-	st := &s.qps[p.qp].lb
+	st := &s.lbs[p.qp]
 	a, b := s.f.torIx[sw], s.f.torIx[p.dstTor]
 	n := s.f.paths(a, b)
 	if st.path < 0 || s.now-st.last > flowletGap {
@@ -108,10 +108,10 @@ func (c *conga) atSrcTor(sw, pk int32) {
 		st.path = best
 	}
 	st.last = s.now
-	p.path, p.rem, p.ce = st.path, st.path, 0
+	p.path, p.rem, p.ce = int16(st.path), int16(st.path), 0
 	// piggyback one random path's congestion, as seen here, for b → a
 	fb := int32(s.rng.intn(int(n)))
-	p.fbPath, p.fbCE = fb, c.fresh(c.from[c.ix(a, b, fb)])
+	p.a, p.fbCE = fb, c.fresh(c.from[c.ix(a, b, fb)]) // feedback path
 }
 
 func (c *conga) atDstTor(sw, pk int32) bool {
@@ -121,9 +121,9 @@ func (c *conga) atDstTor(sw, pk int32) bool {
 		return true
 	}
 	d, src := s.f.torIx[sw], s.f.torIx[p.srcTor]
-	c.from[c.ix(d, src, p.path)] = congaEnt{p.ce, s.now}
-	if p.fbPath >= 0 {
-		c.to[c.ix(d, src, p.fbPath)] = congaEnt{p.fbCE, s.now}
+	c.from[c.ix(d, src, int32(p.path))] = congaEnt{p.ce, s.now}
+	if p.a >= 0 { // feedback path
+		c.to[c.ix(d, src, p.a)] = congaEnt{p.fbCE, s.now}
 	}
 	return true
 }

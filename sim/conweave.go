@@ -69,7 +69,7 @@ func (c *conweave) atSrcTor(sw, pk int32) {
 	s := c.s
 	p := &s.pl.p[pk]
 	qi := p.qp
-	st := &s.qps[qi].lb
+	st := &s.lbs[qi]
 	cw := &st.cw
 	a, b := s.f.torIx[sw], s.f.torIx[p.dstTor]
 	n := s.f.paths(a, b)
@@ -109,8 +109,8 @@ func (c *conweave) atSrcTor(sw, pk int32) {
 		cw.await = true
 		cw.deadline = s.now + 2*int64(s.f.dist[b][sw])*s.cfg.LinkDelay + cwReplyExtra
 	}
-	p.cwEp = cw.ep
-	p.path, p.rem = path, path
+	p.b = cw.ep // the flow's epoch
+	p.path, p.rem = int16(path), int16(path)
 }
 
 func (c *conweave) atDstTor(sw, pk int32) bool {
@@ -119,14 +119,15 @@ func (c *conweave) atDstTor(sw, pk int32) bool {
 	if p.path < 0 {
 		return true
 	}
-	qi, ep, flags, path, at := p.qp, p.cwEp, p.flags, p.path, p.at
-	cw := &s.qps[qi].lb.cw
+	qi, ep, flags, path, at := p.qp, p.b, p.flags, int32(p.path), p.at
+	srcTor := int32(p.srcTor)
+	cw := &s.lbs[qi].cw
 	if flags&flECN != 0 && s.now-cw.notifyT >= cwPathPause {
 		cw.notifyT = s.now
-		c.ctrl(pkCWNotify, sw, p.srcTor, qi, ep, path)
+		c.ctrl(pkCWNotify, sw, srcTor, qi, ep, path)
 	}
 	if flags&flInit != 0 {
-		c.ctrl(pkCWReply, sw, p.srcTor, qi, ep, 0)
+		c.ctrl(pkCWReply, sw, srcTor, qi, ep, 0)
 	}
 	if ep > cw.dEp {
 		c.flush(qi)
@@ -140,7 +141,7 @@ func (c *conweave) atDstTor(sw, pk int32) bool {
 		cw.dTail = true
 		s.enqueue(s.f.hostPort[s.pl.p[pk].dst], pk)
 		c.flush(qi)
-		c.ctrl(pkCWClear, sw, s.pl.p[pk].srcTor, qi, ep, 0)
+		c.ctrl(pkCWClear, sw, srcTor, qi, ep, 0)
 		return false
 	case flags&flPhase1 != 0 && !cw.dTail:
 		cw.held.push(pk)
@@ -163,7 +164,7 @@ func (c *conweave) atDstTor(sw, pk int32) bool {
 // flush releases a flow's held packets to its host, in arrival order.
 func (c *conweave) flush(qi int32) {
 	s := c.s
-	cw := &s.qps[qi].lb.cw
+	cw := &s.lbs[qi].cw
 	for cw.held.size > 0 {
 		pk := cw.held.pop()
 		s.enqueue(s.f.hostPort[s.pl.p[pk].dst], pk)
@@ -173,13 +174,13 @@ func (c *conweave) flush(qi int32) {
 // flushTimer gives up waiting for a TAIL.
 func (c *conweave) flushTimer(qi, ep int32) {
 	s := c.s
-	cw := &s.qps[qi].lb.cw
+	cw := &s.lbs[qi].cw
 	cw.flushArmd = false
 	if cw.dEp != ep || cw.dTail || cw.held.size == 0 {
 		return
 	}
 	pk := cw.held.front()
-	src, dst := s.pl.p[pk].srcTor, s.pl.p[pk].dstTor
+	src, dst := int32(s.pl.p[pk].srcTor), int32(s.pl.p[pk].dstTor)
 	cw.dTail = true
 	c.flush(qi)
 	c.ctrl(pkCWClear, dst, src, qi, ep, 0)
@@ -192,8 +193,8 @@ func (c *conweave) ctrl(kind pktKind, from, to, qi, ep, a int32) {
 	pk := s.pl.get()
 	p := &s.pl.p[pk]
 	q := &s.qps[qi]
-	p.kind, p.qp, p.cwEp, p.a, p.size = kind, qi, ep, a, cwCtrlSize
-	p.src, p.dst, p.srcTor, p.dstTor = -1, -1, from, to
+	p.kind, p.qp, p.b, p.a, p.size = kind, qi, ep, a, cwCtrlSize
+	p.src, p.dst, p.srcTor, p.dstTor = -1, -1, int16(from), int16(to)
 	p.sport, p.dport = q.dport, q.sport
 	p.epoch = q.epoch
 	s.st.CtrlPkts++
@@ -209,14 +210,14 @@ func (c *conweave) control(sw, pk int32) {
 	if p.epoch != q.epoch {
 		return
 	}
-	st := &q.lb
+	st := &s.lbs[p.qp]
 	switch p.kind {
 	case pkCWReply:
-		if p.cwEp == st.cw.ep && !st.cw.phase1 {
+		if p.b == st.cw.ep && !st.cw.phase1 {
 			st.cw.await = false
 		}
 	case pkCWClear:
-		if p.cwEp == st.cw.ep && st.cw.phase1 {
+		if p.b == st.cw.ep && st.cw.phase1 {
 			st.cw.ep++
 			st.cw.phase1, st.cw.await = false, false
 		}

@@ -119,7 +119,7 @@ func (h *hula) recv(sw, pk, in int32) {
 func (h *hula) choose(sw int32, p *packet, hops []int32) int32 {
 	s := h.s
 	lvl := min(int(s.f.nodes[sw].tier)-1, 1)
-	fe := &s.qps[p.qp].lb.hop[lvl]
+	fe := &s.lbs[p.qp].hop[lvl]
 	if fe.sw == sw && s.now-fe.last < flowletGap {
 		fe.last = s.now
 		return fe.port

@@ -15,8 +15,10 @@ type balancer interface {
 	onTx(pt *port, size int32)
 }
 
-// lbState is what the switches keep per flow (a flow table keyed by the
-// 5-tuple has one entry per QP, so it lives with the QP).
+// lbState is what the switches keep per flow: a flow table keyed by the
+// 5-tuple has one entry per QP, so it is indexed like the QPs (Sim.lbs),
+// apart from them so that schemes without flow state (ECMP, RDMACell)
+// keep their QPs small.
 type lbState struct {
 	path int32 // flowlet's path (LetFlow, CONGA, ConWeave)
 	last int64 // last packet seen at the source ToR
@@ -71,10 +73,10 @@ type letflow struct {
 func (l *letflow) atSrcTor(sw, pk int32) {
 	s := l.s
 	p := &s.pl.p[pk]
-	st := &s.qps[p.qp].lb
+	st := &s.lbs[p.qp]
 	if st.path < 0 || s.now-st.last > flowletGap {
 		st.path = int32(s.rng.intn(int(s.f.paths(s.f.torIx[sw], s.f.torIx[p.dstTor]))))
 	}
 	st.last = s.now
-	p.path, p.rem = st.path, st.path
+	p.path, p.rem = int16(st.path), int16(st.path)
 }

@@ -78,12 +78,11 @@ func (s *Sim) dataPacket(i int32) int32 {
 	pk := s.pl.get()
 	p := &s.pl.p[pk]
 	p.kind, p.flags = pkData, flags
-	p.qp, p.seq, p.msg, p.epoch = i, q.sndNxt, q.sndMsg, q.epoch
+	p.qp, p.seq, p.msg, p.epoch = i, q.sndNxt, int32(q.sndMsg), q.epoch
 	p.src, p.dst = q.src, q.dst
-	p.srcTor, p.dstTor = s.f.nodes[q.src].tor, s.f.nodes[q.dst].tor
+	p.srcTor, p.dstTor = int16(s.f.nodes[q.src].tor), int16(s.f.nodes[q.dst].tor)
 	p.sport, p.dport = q.sport, q.dport
-	p.pay, p.size = pay, pay+int32(s.cfg.Header)
-	p.up = true
+	p.pay, p.size = uint16(pay), uint16(pay+int32(s.cfg.Header))
 	if q.conn >= 0 && q.end == 1 && s.cfg.TokenPrio {
 		p.flags |= flPrio
 	}
@@ -157,7 +156,7 @@ func (s *Sim) respond(p *packet, q *qp) {
 	case p.seq == q.rcvNxt:
 		q.rcvNxt++
 		if p.flags&flLast != 0 {
-			s.deliver(p.qp, p.msg)
+			s.deliver(p.qp, int64(p.msg))
 		}
 		s.ack(p, pkAck, q.rcvNxt, p.flags&flECN != 0)
 	case p.seq < q.rcvNxt:
@@ -182,8 +181,7 @@ func (s *Sim) ack(p *packet, kind pktKind, seq int32, cnp bool) {
 	a.src, a.dst = p.dst, p.src
 	a.srcTor, a.dstTor = p.dstTor, p.srcTor
 	a.sport, a.dport = p.dport, p.sport
-	a.size = int32(s.cfg.AckSize)
-	a.up = true
+	a.size = uint16(s.cfg.AckSize)
 	s.st.CtrlPkts++
 	pi := s.f.nodes[a.src].ports[0]
 	s.enqueue(pi, pk)

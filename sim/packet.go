@@ -1,5 +1,7 @@
 package sim
 
+import "slices"
+
 // pktKind is what a packet carries.
 type pktKind uint8
 
@@ -26,32 +28,34 @@ const (
 )
 
 // packet is one frame on the wire. Everything a scheme needs rides in it
-// as plain fields; packets live in a pool and are named by index.
+// as plain fields; packets live in a pool and are named by index. It is
+// 64 bytes, one cache line: a packet is read at every hop after it has
+// sat in a queue or on a link long enough to leave the cache.
 type packet struct {
-	at     int64 // ConWeave: when the source ToR forwarded it
-	qp     int32 // the QP it belongs to (data, ack, nack, ConWeave control)
-	seq    int32 // data: packet sequence number; ack/nack: cumulative
-	msg    int64 // data: absolute index of its message in the QP's queue
-	src    int32 // source host, or -1 for a switch's control packet
-	dst    int32 // destination host, or -1
-	dstTor int32 // switch the packet is routed to
-	srcTor int32
-	path   int32 // source route (CONGA/LetFlow/ConWeave), -1 for ECMP
-	rem    int32 // what is left of path to consume at the next choices
-	a, b   int32 // scheme fields (probe origin/util, CONGA feedback)
-	size   int32 // bytes on the wire
-	pay    int32 // payload bytes
-	epoch  int32 // QP incarnation (resets) or ConWeave epoch
+	at    int64 // ConWeave: when the source ToR forwarded it
+	qp    int32 // the QP it belongs to (data, ack, nack, ConWeave control)
+	seq   int32 // data: packet sequence number; ack/nack: cumulative
+	msg   int32 // data: absolute index of its message in the QP's queue
+	src   int32 // source host, or -1 for a switch's control packet
+	dst   int32 // destination host, or -1
+	epoch int32 // QP incarnation (resets)
+	in    int32 // PFC: the ingress port it is charged to at the current switch
+	// Scheme fields: HULA probe origin and utilization; ConWeave control
+	// path (a) and epoch (b); on data, CONGA's piggybacked feedback path
+	// (a, -1 none) and ConWeave's epoch of the flow (b).
+	a, b   int32
+	dstTor int16 // switch the packet is routed to
+	srcTor int16
+	path   int16  // source route (CONGA/LetFlow/ConWeave), -1 for ECMP
+	rem    int16  // what is left of path to consume at the next choices
+	size   uint16 // bytes on the wire
+	pay    uint16 // payload bytes
 	sport  uint16
 	dport  uint16
 	kind   pktKind
 	flags  uint8
 	ce     uint8 // CONGA: path congestion so far
 	fbCE   uint8 // CONGA: piggybacked feedback metric
-	fbPath int32 // CONGA: piggybacked feedback path, -1 none
-	cwEp   int32 // ConWeave epoch of the flow
-	up     bool  // still climbing the tree
-	in     int32 // PFC: the ingress port it is charged to at the current switch
 }
 
 // pool recycles packets: a free list of indices into one slice.
@@ -66,10 +70,10 @@ func (pl *pool) get() int32 {
 	if n := len(pl.free); n > 0 {
 		i := pl.free[n-1]
 		pl.free = pl.free[:n-1]
-		pl.p[i] = packet{path: -1, fbPath: -1}
+		pl.p[i] = packet{path: -1, a: -1}
 		return i
 	}
-	pl.p = append(pl.p, packet{path: -1, fbPath: -1})
+	pl.p = append(grow(pl.p), packet{path: -1, a: -1})
 	return int32(len(pl.p) - 1)
 }
 
@@ -120,4 +124,14 @@ func (r *ring[T]) front() T { return r.buf[r.head] }
 type qent struct {
 	pk, size int32
 	in       int32 // PFC: the ingress port it is charged to
+}
+
+// grow doubles a full slice's capacity ahead of an append: append grows
+// large slices by a quarter at a time, which for the QP and packet tables
+// meant copying them over and over.
+func grow[T any](x []T) []T {
+	if len(x) < cap(x) {
+		return x
+	}
+	return slices.Grow(x, max(len(x), 64))
 }

@@ -134,7 +134,7 @@ func PlotCollectives(rows []Row, dir string) (string, error) {
 	p := plot.New()
 	p.Title.Text = "collective completion time / ideal"
 	p.Y.Label.Text = "slowdown"
-	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Top = true
 	w := vg.Points(8)
 	for i, sc := range schemes {
 		v := make(plotter.Values, len(groups))

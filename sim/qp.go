@@ -74,9 +74,6 @@ type qp struct {
 	end  int8 // the engine end that sends on this direction
 	dead bool // RDMACell: being reset, posts are flushed
 	keep bool // shared by a host pair's messages: not released after one
-	// load-balancer state kept per flow by the switches (a flow table
-	// keyed by the 5-tuple is one entry per QP)
-	lb lbState
 }
 
 // newQP takes a QP from the pool for src → dst.
@@ -86,6 +83,7 @@ func (s *Sim) newQP(src, dst int32) int32 {
 		i = s.freeQ[n-1]
 		s.freeQ = s.freeQ[:n-1]
 	} else {
+		s.qps = grow(s.qps)
 		s.qps = append(s.qps, qp{})
 		i = int32(len(s.qps) - 1)
 	}
@@ -100,7 +98,12 @@ func (s *Sim) newQP(src, dst int32) int32 {
 	s.hosts[dst].dport++
 	q.sport = 10000 + h.sport
 	q.dport = 100 + s.hosts[dst].dport
-	q.lb.reset()
+	if s.lbs != nil {
+		for int(i) >= len(s.lbs) {
+			s.lbs = append(grow(s.lbs), lbState{})
+		}
+		s.lbs[i].reset()
+	}
 	return i
 }
 

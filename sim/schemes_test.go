@@ -13,7 +13,7 @@ func srcPacket(s *Sim, qi int32) int32 {
 	pk := s.pl.get()
 	p := &s.pl.p[pk]
 	p.kind, p.qp, p.src, p.dst = pkData, qi, q.src, q.dst
-	p.srcTor, p.dstTor = s.f.nodes[q.src].tor, s.f.nodes[q.dst].tor
+	p.srcTor, p.dstTor = int16(s.f.nodes[q.src].tor), int16(s.f.nodes[q.dst].tor)
 	return pk
 }
 
@@ -27,7 +27,7 @@ func TestLetFlowMovesOnlyAfterAGap(t *testing.T) {
 	path := func() int32 {
 		pk := srcPacket(s, qi)
 		s.lb.atSrcTor(tor, pk)
-		return s.pl.p[pk].path
+		return int32(s.pl.p[pk].path)
 	}
 	moved := 0
 	cur := path()
@@ -57,7 +57,7 @@ func TestCongaPrefersTheLessLoadedPath(t *testing.T) {
 		qi := s.newQP(0, 15)
 		pk := srcPacket(s, qi)
 		s.lb.atSrcTor(tor, pk)
-		assert.Equal(t, int32(1), s.pl.p[pk].path%2, "CONGA must leave by the idle uplink")
+		assert.Equal(t, int16(1), s.pl.p[pk].path%2, "CONGA must leave by the idle uplink")
 	}
 }
 

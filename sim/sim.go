@@ -31,6 +31,9 @@ type Sim struct {
 	f     *fabric
 	hosts []host
 	qps   []qp
+	// lbs[qp] is the switches' state for the QP's flow, for the schemes
+	// that keep some (nil for the others).
+	lbs   []lbState
 	freeQ []int32
 	flows []Flow
 
@@ -126,6 +129,10 @@ func New(cfg Config) (*Sim, error) {
 		s.left *= 2
 	}
 	s.lb = newBalancer(s)
+	switch cfg.Scheme {
+	case "letflow", "conga", "hula", "conweave":
+		s.lbs = []lbState{}
+	}
 	if cfg.rdmacell() {
 		d, err := newCellDriver(s)
 		if err != nil {

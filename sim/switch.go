@@ -13,7 +13,7 @@ func (s *Sim) enqueue(pi int32, pk int32) {
 	pt := &s.f.ports[pi]
 	p := &s.pl.p[pk]
 	if p.kind != pkData || p.flags&flPrio != 0 {
-		pt.ctrl.push(qent{pk: pk, size: p.size, in: -1})
+		pt.ctrl.push(qent{pk: pk, size: int32(p.size), in: -1})
 	} else {
 		nd := &s.f.nodes[pt.node]
 		if nd.tier != 0 && s.pfcHdrm > 0 {
@@ -36,7 +36,7 @@ func (s *Sim) enqueue(pi int32, pk int32) {
 		}
 		pt.qbytes += int64(p.size)
 		pt.maxQ = max(pt.maxQ, pt.qbytes)
-		pt.data.push(qent{pk: pk, size: p.size, in: p.in})
+		pt.data.push(qent{pk: pk, size: int32(p.size), in: p.in})
 	}
 	s.kick(pi)
 }
@@ -68,7 +68,7 @@ func (s *Sim) txStart(pi int32) {
 	case s.f.nodes[pt.node].tier == 0:
 		e.pk = s.nicPull(pt.node)
 		if e.pk >= 0 {
-			e.size = s.pl.p[e.pk].size
+			e.size = int32(s.pl.p[e.pk].size)
 		}
 	default:
 		e.pk = -1
@@ -151,7 +151,7 @@ func (s *Sim) forward(sw, pk, in int32) {
 		return
 	}
 	var out int32
-	if p.dstTor == sw {
+	if int32(p.dstTor) == sw {
 		if p.dst < 0 {
 			s.lb.(*conweave).control(sw, pk)
 			return
@@ -162,7 +162,7 @@ func (s *Sim) forward(sw, pk, in int32) {
 		p = &s.pl.p[pk]
 		out = s.f.hostPort[p.dst]
 	} else {
-		if p.kind == pkData && p.srcTor == sw && s.f.ports[in].peer == p.src {
+		if p.kind == pkData && int32(p.srcTor) == sw && s.f.ports[in].peer == p.src {
 			s.lb.atSrcTor(sw, pk)
 			p = &s.pl.p[pk] // the hook may have grown the pool
 		}
@@ -172,8 +172,8 @@ func (s *Sim) forward(sw, pk, in int32) {
 			out = hops[0]
 		case p.kind == pkData && p.path >= 0:
 			n := int32(len(hops))
-			out = hops[p.rem%n]
-			p.rem /= n
+			out = hops[int32(p.rem)%n]
+			p.rem /= int16(n)
 		case p.kind == pkData && s.hula != nil:
 			out = s.hula.choose(sw, p, hops)
 		default:
@@ -188,7 +188,7 @@ func (s *Sim) forward(sw, pk, in int32) {
 func (s *Sim) ecmp(sw int32, p *packet) uint32 {
 	src, dst := p.src, p.dst
 	if src < 0 {
-		src, dst = p.srcTor, p.dstTor
+		src, dst = int32(p.srcTor), int32(p.dstTor)
 	}
 	return hash32(s.f.nodes[sw].seed, src, dst, p.sport, p.dport)
 }

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Topology names a fabric shape: "fattree" (K pods of K/2 ToRs and K/2
 // aggregation switches, (K/2)² cores, K³/4 hosts, no oversubscription) or
@@ -152,6 +155,10 @@ func buildFabric(t Topology, gbps float64, delay int64) (*fabric, error) {
 		}
 	default:
 		return nil, fmt.Errorf("topology %q, want fattree or leafspine", t.Kind)
+	}
+	if len(f.nodes) > math.MaxInt16 {
+		// Packets name switches (and paths, fewer) in 16 bits.
+		return nil, fmt.Errorf("%d nodes, at most %d", len(f.nodes), math.MaxInt16)
 	}
 	f.tors = tors
 	f.route()

@@ -370,13 +370,20 @@ func BenchmarkImmStream(b *testing.B) {
 	}
 }
 
-// BenchmarkChain measures the flowcell pattern: a chain [WRITE of 64 KiB,
+// BenchmarkChain measures the flowcell pattern: a chain [WRITE of a cell,
 // WRITE_WITH_IMM of 8 bytes] posted in one call, up to 16 chains in
-// flight, the receiver blocking in CQ.Wait. Compare its bandwidth with
+// flight, the receiver blocking in CQ.Wait, for cells of 64 KiB, 256 KiB
+// (cell's initial size) and 1 MiB. Compare its bandwidth with
 // BenchmarkMemcpy/1MiB: chains that wait for each acknowledgement cannot
 // keep the copy busy.
 func BenchmarkChain(b *testing.B) {
-	const size, inflight = 64 << 10, 16
+	for _, size := range []int{64 << 10, 256 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchChain(b, size) })
+	}
+}
+
+func benchChain(b *testing.B, size int) {
+	const inflight = 16
 	a, p := pair(b, 2*size, verbs.QPConfig{RNRRetry: 7})
 	fill(a.mem.Bytes(), 3)
 	body := write(1, a.mr, 0, p.mr, 0, size)
@@ -415,7 +422,7 @@ func BenchmarkChain(b *testing.B) {
 		done <- nil
 	}()
 	wc := make([]verbs.WC, 16)
-	b.SetBytes(size)
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
 	outstanding := 0

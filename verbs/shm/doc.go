@@ -91,7 +91,7 @@
 // bytes of a WRITE_WITH_IMM that then fails with an RNR error have been
 // placed.
 //
-// An engine with nothing to do yields for some 50 µs and then sleeps on a
+// An engine with nothing to do yields for some 10–20 µs and then sleeps on a
 // futex word in the pair segment (the shared, not private, futex, so that
 // the peer process can wake it), or on a channel before the QP is
 // connected: an idle QP costs no CPU. It wakes on the peer's doorbell,

@@ -8,6 +8,9 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/rdmacell/rdmacell/verbs/tcp"
@@ -384,4 +387,57 @@ func BenchmarkRawTCPPingPong(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkIdleCPU measures the CPU this process uses while a connected
+// pair of QPs has nothing to do, for two seconds, each side's consumer
+// parked in CQ.Wait, or looping on CQ.Wait with a 1 ms deadline as a
+// progress loop that also polls memory does. The metric is CPU time over
+// wall time (1 = one core busy).
+func BenchmarkIdleCPU(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		tick time.Duration
+	}{{"parked", 0}, {"tick=1ms", time.Millisecond}} {
+		b.Run(tc.name, func(b *testing.B) {
+			e := newBenchEnv(b, 4096)
+			p := e.pair(b)
+			var cpu, wall time.Duration
+			for i := 0; i < b.N; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				var wg sync.WaitGroup
+				start, t0 := cpuTime(b), time.Now()
+				for _, cq := range []verbs.CQ{p.aSend, p.aRecv, p.bSend, p.bRecv} {
+					wg.Go(func() { idleConsumer(ctx, cq, tc.tick) })
+				}
+				wg.Wait()
+				cancel()
+				cpu += cpuTime(b) - start
+				wall += time.Since(t0)
+			}
+			b.ReportMetric(float64(cpu)/float64(wall), "cpu/wall")
+		})
+	}
+}
+
+// idleConsumer waits on cq until ctx ends, in waits of tick (0: one wait).
+func idleConsumer(ctx context.Context, cq verbs.CQ, tick time.Duration) {
+	wc := make([]verbs.WC, 4)
+	for ctx.Err() == nil {
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if tick > 0 {
+			wctx, cancel = context.WithTimeout(ctx, tick)
+		}
+		_, _ = cq.Wait(wctx, wc)
+		cancel()
+	}
+}
+
+// cpuTime is the user plus system CPU time this process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

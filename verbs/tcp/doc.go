@@ -46,15 +46,23 @@
 //
 // # Requester
 //
-// PostSend copies each request into a preallocated slot and wakes the
+// PostSend copies each request into a preallocated slot. When the QP is
+// not streaming (at most two requests on the wire unacknowledged) the
+// caller's goroutine then writes the new frames itself with one
+// non-blocking writev, straight from registered memory: a request answered
+// by a request crosses no goroutine on its way to the wire. What the
+// socket does not take at once, large requests and streams go to the
 // QP's sender goroutine, which writes header and payload with one writev
-// per batch, straight from registered memory: no copy, no allocation. A
-// signaled request completes when the acknowledgement covering it
-// arrives, so its data is in the peer's memory. Requests are acknowledged
+// per batch; posting never waits for the network, and allocates nothing.
+// One goroutine at a time holds the socket's sending side, so frames
+// leave in PSN order whoever writes them. A signaled request completes
+// when the acknowledgement covering it arrives, so its data is in the
+// peer's memory. Requests are acknowledged
 // cumulatively: at once for signaled requests, and with the peer's next
 // frame (or after a fraction of a millisecond) for the last of a batch of
 // unsignaled ones, so a request answered by a request carries its
-// acknowledgement for free. If the peer shows no sign of life (no frame,
+// acknowledgement for free (behind the request, where the peer reads it
+// in the same system call). If the peer shows no sign of life (no frame,
 // no progress writing) for Timeout × (RetryCount+1) while requests are
 // outstanding, or the connection breaks (EOF, reset, TCP_USER_TIMEOUT,
 // keepalive), the oldest outstanding request completes with
@@ -69,8 +77,11 @@
 //
 // The QP's receiver goroutine checks every WRITE against the regions of
 // the QP's PD (rkey, bounds, remote write access) before it reads a byte
-// of payload, then reads the payload straight into the region (readv puts
-// the next frame's header into its buffer in the same system call). A
+// of payload, then reads the payload straight into the region. A small
+// read-ahead buffer takes a header with what follows it in one readv, so
+// the first bytes of a payload (at most 4 KiB) and small payloads are
+// copied from it once checked; a stream of small frames costs about one
+// system call per batch rather than two per frame. A
 // refused request is answered with a NAK (StatusRemoteAccess at the
 // requester, whose QP moves to StateErr), the connection ends and the
 // memory is untouched; the responder's QP moves to StateErr only if a
@@ -80,9 +91,10 @@
 // requester). With no receive posted the responder emulates RNR: it waits
 // up to MinRNRTimer × the requester's RNRRetry (forever for 7) for one,
 // sending RNR notices so the requester knows it is alive, and then answers
-// StatusRNRRetryExceeded. Only the sender goroutine writes to the socket,
-// so the receiver never blocks on a full socket while the peer waits for
-// it to read.
+// StatusRNRRetryExceeded. The receiver writes an urgent acknowledgement
+// itself only when the socket takes it at once; otherwise the sender
+// goroutine does, so the receiver never blocks on a full socket while the
+// peer waits for it to read.
 //
 // # State changes
 //

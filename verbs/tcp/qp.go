@@ -90,10 +90,10 @@ func checkConfig(cfg *verbs.QPConfig) (qpConfig, error) {
 //
 // Three goroutines serve a connected QP: a receiver that reads frames
 // (placing payload as responder, taking acknowledgements as requester), a
-// sender that writes frames (requests and acknowledgements), and, while
-// requests are outstanding, a timer that fails them when the peer goes
-// silent. All of them block on I/O, channels or the timer, so an idle QP
-// costs no CPU.
+// sender that writes the frames nobody wrote inline (see send.go), and,
+// while requests are outstanding, a timer that fails them when the peer
+// goes silent. All of them block on I/O, channels or the timer, so an
+// idle QP costs no CPU.
 type QP struct {
 	d              *Device
 	pd             *PD

@@ -10,17 +10,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reader reads a QP's incoming frames. On a socket it fills a frame's
-// payload and, in the same readv, as much of the next header as has
-// arrived: a stream of small requests then costs one system call per
-// request instead of two. Every byte still lands where it belongs, the
-// payload straight in its target memory, and nothing is read past the
-// next header, whose payload target is not known yet.
+// reader reads a QP's incoming frames. It keeps a small read-ahead
+// buffer: one readv takes a frame's header together with whatever
+// follows it in the socket (the payload of a small request, the frames
+// after it), so a stream of small requests, or a request with an
+// acknowledgement behind it, costs one system call instead of one per
+// header and per payload. A payload is copied out of the buffer only for
+// the bytes that came along with its header, at most readAhead bytes; the
+// rest of a payload larger than smallRead is read straight into its
+// target memory, with the buffer taking what follows it in the same
+// readv. Every byte lands in its target only after the caller has
+// checked the header it belongs to.
 type reader struct {
 	conn net.Conn
 	raw  syscall.RawConn // nil when conn is no socket (tests use pipes)
-	hdr  [headerLen]byte
-	have int // bytes of the next header already in hdr
+	hdr  [headerLen]byte // the header readHeader returned
+	buf  [readAhead]byte
+	r, w int // buf[r:w] is read and not yet consumed
 
 	// readv's arguments and results, fields so that the function handed
 	// to raw.Read is made once and reading allocates nothing.
@@ -34,6 +40,15 @@ type reader struct {
 	goneFn func(fd uintptr)
 }
 
+// Read-ahead sizes: the buffer, and the largest rest of a payload that is
+// read into the buffer (and copied) rather than straight into its target.
+// Copying a few hundred bytes costs far less than the system call it
+// saves.
+const (
+	readAhead = 4096
+	smallRead = 512
+)
+
 func (r *reader) init(conn net.Conn) {
 	r.conn = conn
 	if sc, ok := conn.(syscall.Conn); ok {
@@ -45,35 +60,63 @@ func (r *reader) init(conn net.Conn) {
 	r.goneFn = r.goneFD
 }
 
+// compact moves the unread bytes to the front of the buffer.
+func (r *reader) compact() {
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+		return
+	}
+	if r.r > 0 {
+		r.w = copy(r.buf[:], r.buf[r.r:r.w])
+		r.r = 0
+	}
+}
+
 // readHeader reads the next frame header into hdr.
 func (r *reader) readHeader() error {
-	for r.have < headerLen {
-		n, err := r.readv(nil, r.hdr[r.have:])
-		r.have += n
-		if err != nil && r.have < headerLen {
-			if errors.Is(err, io.EOF) && r.have > 0 {
-				err = io.ErrUnexpectedEOF
+	if r.w-r.r < headerLen {
+		r.compact()
+		for r.w < headerLen {
+			n, err := r.readv(nil, r.buf[r.w:])
+			r.w += n
+			if err != nil && r.w < headerLen {
+				if errors.Is(err, io.EOF) && r.w > 0 {
+					err = io.ErrUnexpectedEOF
+				}
+				return err
 			}
-			return err
 		}
 	}
-	// Consumed: the caller decodes hdr before the next read refills it.
-	r.have = 0
+	copy(r.hdr[:], r.buf[r.r:r.r+headerLen])
+	r.r += headerLen
 	return nil
 }
 
-// fill reads exactly len(dst) bytes into dst. last says dst ends the
-// frame's payload, so that the next header may be read along with it.
+// fill reads exactly len(dst) bytes of the current frame's payload into
+// dst: first what the buffer holds, then, for a small rest, through the
+// buffer (taking what follows along), else straight into dst with the
+// buffer catching what follows. last is kept for the callers' sake: any
+// byte read past dst is buffered, so reading ahead is always safe.
 func (r *reader) fill(dst []byte, last bool) error {
+	_ = last
+	n := copy(dst, r.buf[r.r:r.w])
+	r.r += n
+	dst = dst[n:]
 	for len(dst) > 0 {
-		var spill []byte
-		if last {
-			spill = r.hdr[r.have:]
-		}
-		n, err := r.readv(dst, spill)
-		if n > len(dst) {
-			r.have += n - len(dst)
-			n = len(dst)
+		r.compact() // empty: everything buffered went into dst
+		var err error
+		if len(dst) <= smallRead {
+			n, err = r.readv(nil, r.buf[:])
+			r.w = n
+			c := copy(dst, r.buf[:r.w])
+			r.r = c
+			n = c
+		} else {
+			n, err = r.readv(dst, r.buf[:])
+			if n > len(dst) {
+				r.w = n - len(dst)
+				n = len(dst)
+			}
 		}
 		dst = dst[n:]
 		if err != nil && len(dst) > 0 {

@@ -34,6 +34,9 @@ const (
 	// goroutine, so posting never waits for the network.
 	inlineBytes = 64 << 10
 	inlineIov   = 64
+	// inlineInFlight is how many requests may be on the wire, not yet
+	// acknowledged, for a post to be written inline (see PostSend).
+	inlineInFlight = 2
 )
 
 // Writing. One goroutine at a time holds the writer role (link.writing)

@@ -58,6 +58,11 @@ func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 	wasIdle := q.sq.idle()
 	tail := q.sq.tail
 	l := q.link
+	// Write inline only what answers a request or starts an exchange:
+	// with requests streaming (several unacknowledged on the wire) the
+	// sender goroutine batches them into fewer, larger writevs, where a
+	// writev per post would cost a system call per request.
+	inline := q.sq.sent-q.sq.head <= inlineInFlight
 	var err error
 	for ; wr != nil; wr = wr.Next {
 		if err = q.checkSendLocked(wr); err != nil {
@@ -76,10 +81,14 @@ func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 	}
 	posted := q.sq.tail != tail
 	q.mu.Unlock()
-	if posted && l != nil {
+	switch {
+	case !posted || l == nil:
+	case inline:
 		// Written from this goroutine when the socket takes it at once:
 		// no hand-off to the sender on the way to the wire.
 		l.post()
+	default:
+		l.wake()
 	}
 	return wr, err
 }
