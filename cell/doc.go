@@ -12,7 +12,8 @@
 //   - inputs: Send and Recv (the application's ranges), Grant, Token and
 //     Final (records the peer wrote into this end's rings), Completion
 //     (work completions polled from the paths' CQs), PathFailed,
-//     PathReset and PathDead (the driver's reports on its QPs), and Tick;
+//     PathQuiet, PathReset and PathDead (the driver's reports on its
+//     QPs), and Tick;
 //     each takes the current time in nanoseconds;
 //   - outputs, drained with Ready: receive chains to post, paths to reset,
 //     cell chains to post, tokens, grants and finals to write into the
@@ -89,15 +90,17 @@
 //
 // A path given up for being slow, not dead, may still deliver the copies
 // it holds after their re-posts have landed. Those copies stay
-// outstanding, quarantined, until the path's reset is confirmed at both
-// ends (PathReset) or it is closed (PathDead): until then their cells are
-// not resolved, so the window does not slide past them (their ids, ring
-// slots and tracking slots are not reused), their ranges do not finish,
+// outstanding, quarantined, until the path's old incarnation is gone at
+// both ends (PathQuiet, as soon as both QPs have been through ERR, or at
+// the latest PathReset) or it is closed (PathDead): until then their
+// cells are not resolved, so the window does not slide past them (their
+// ids, ring slots and tracking slots are not reused), their ranges do not
+// finish,
 // the sender's memory is not handed back (a late copy still reads it),
 // and no final tells the receiver its memory is free (a late copy could
 // still write it). On its side the receiver holds a range whose final
-// arrives while any of its own paths is down, until that path's reset is
-// confirmed here too, so that its memory never depends on the other end's
+// arrives while any of its own paths is down, until that path is quiet
+// here too, so that its memory never depends on the other end's
 // bookkeeping alone.
 //
 // # Flow control and finals

@@ -198,6 +198,34 @@ func (e *Engine) PathFailed(now int64, q int, cause error) error {
 	return nil
 }
 
+// PathQuiet reports that the QPs of path q, given up, have left their
+// old incarnation at both ends (each has been through ERR): nothing
+// posted on it before can land any more, though the path is not back
+// yet. The engine lifts its quarantine at once: the cells it held resolve,
+// ranges waiting on it finish, and the receiver releases ranges it held
+// for it. A reset's last steps (reconnecting, and over a fabric whose
+// route under the path died, perhaps waiting for a new route) then no
+// longer hold up the transfer, which goes on over the other paths. As
+// for PathReset, the driver feeds every completion and ring record of the
+// old incarnation first. Calling it is optional; PathReset implies it.
+func (e *Engine) PathQuiet(now int64, q int) error {
+	if err := e.checkPath(q); err != nil {
+		return err
+	}
+	e.begin(now)
+	if e.err != nil {
+		return nil
+	}
+	p := &e.paths[q]
+	if p.state != PathDown || p.quiet {
+		return nil
+	}
+	e.clearCopies(p)
+	p.quiet = true
+	e.afterQuarantine(p)
+	return nil
+}
+
 // PathReset reports that path q has been reset at both ends and is in RTS
 // again, with the Refill of its Reset posted: nothing posted on it before
 // can land any more. The engine lifts its quarantine and re-admits it.
@@ -375,11 +403,12 @@ func (e *Engine) allDead() bool {
 	return true
 }
 
-// downMask is the set of paths given up and not yet reset.
+// downMask is the set of paths given up whose old incarnation may still
+// write.
 func (e *Engine) downMask() uint64 {
 	var m uint64
 	for i := range e.paths {
-		if e.paths[i].state == PathDown {
+		if e.paths[i].state == PathDown && !e.paths[i].quiet {
 			m |= 1 << i
 		}
 	}

@@ -172,6 +172,8 @@ type fabricOpts struct {
 	rcTimeout  int64   // a dead link's requests fail after this
 	// recvResetLag delays B's PathReset after A's.
 	recvResetLag int64
+	// quiet: both ends get PathQuiet as soon as both QPs are in ERR.
+	quiet bool
 }
 
 type fabric struct {
@@ -476,6 +478,12 @@ func (f *fabric) startReset(en *end, q int) {
 		peer.qpErr[q] = true
 		peer.posted[q] = 0
 		f.input(peer, func(e *cell.Engine) { must(e.PathFailed(f.now, q, fmt.Errorf("peer %s resets path %d", en.name, q))) })
+		if f.opts.quiet {
+			for _, x := range f.ends {
+				x.logf("path %d quiet", q)
+				f.input(x, func(e *cell.Engine) { must(e.PathQuiet(f.now, q)) })
+			}
+		}
 	})
 	f.at(f.now+f.opts.resetDelay, func() { f.finishReset(q) })
 }

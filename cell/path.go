@@ -14,7 +14,8 @@ const (
 	// PathUp: the path carries cells.
 	PathUp PathState = iota + 1
 	// PathDown: the path was given up and is being reset. Copies posted on
-	// it before may still land until the reset is confirmed.
+	// it before may still land until both ends have left its old
+	// incarnation (PathQuiet, or PathReset).
 	PathDown
 	// PathDead: the path was closed for good.
 	PathDead
@@ -85,6 +86,9 @@ type path struct {
 	progress int64
 	est      estimator
 	cause    error
+	// quiet says a down path's old incarnation is gone at both ends:
+	// nothing posted on it can land any more, though it is not back.
+	quiet bool
 
 	// refill holds the chain that fills the path's receive queue, at
 	// start and after each reset; repost the receives given back in one
@@ -112,7 +116,7 @@ func (p *path) init(idx, depth int, initialRTT, floor int64, now int64) {
 // path may be another route altogether, and stale bad numbers would keep
 // an adaptive policy from ever trying it again.
 func (p *path) admit(depth int, initialRTT, floor, now int64) {
-	p.state = PathUp
+	p.state, p.quiet = PathUp, false
 	p.credits = depth
 	p.head, p.n, p.bytes = 0, 0, 0
 	p.progress = now

@@ -55,6 +55,7 @@ func runRandom(t *testing.T, seed uint64) {
 	o.errDelay = int64(10+rng.IntN(2000)) * us
 	o.resetDelay = o.errDelay + int64(10+rng.IntN(2000))*us
 	o.recvResetLag = int64(rng.IntN(2)) * ms
+	o.quiet = rng.IntN(2) == 0
 	for range o.paths {
 		o.psPerByte = append(o.psPerByte, []int64{500, 1000, 1000, 5000}[rng.IntN(4)])
 	}

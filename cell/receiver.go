@@ -104,8 +104,9 @@ func (e *Engine) grantQueued(seq uint32) bool {
 // records are ignored.
 //
 // The range is handed back at once unless a path of this end is down:
-// until that path's reset is confirmed here, a copy still in flight on it
-// could land in the range, so the range stays quarantined. The sender
+// until that path's old incarnation is gone at both ends (PathQuiet or
+// PathReset here), a copy still in flight on it could land in the range,
+// so the range stays quarantined. The sender
 // sends a final only after the same confirmation at its end; this is the
 // receiver's own guard, so that its memory never depends on the other
 // end's bookkeeping alone.

@@ -2,6 +2,7 @@ package cell_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -513,4 +514,33 @@ func TestShortSendIntoLargeGrant(t *testing.T) {
 	settle(t, f)
 	requireDelivered(t, f)
 	require.Equal(t, int64(20<<10), x.recv[0].Len)
+}
+
+// Once both QPs of a path given up have been through ERR, its old
+// incarnation can write nothing more: PathQuiet lifts the quarantine, and
+// a range that had a cell on the path finishes over the others long
+// before the path itself is back.
+func TestQuietPathReleasesRangesBeforeItsReset(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		t.Run(fmt.Sprintf("quiet=%v", quiet), func(t *testing.T) {
+			o := defaultOpts(2)
+			o.errDelay = 1 * ms
+			o.resetDelay = 100 * ms // reconnecting takes long: a route died
+			o.quiet = quiet
+			f := newTestFabric(t, o)
+			f.kill(0, false)
+			x := f.transfer(0, 64<<10, true)
+			settle(t, f)
+			requireDelivered(t, f)
+			// The reset started when the path was given up, after the
+			// kill; it cannot be back before resetDelay.
+			if quiet {
+				require.Less(t, x.sentAt, o.resetDelay, "the send finished before the path was back")
+				require.Less(t, x.recvAt, o.resetDelay, "the receive finished before the path was back")
+			} else {
+				require.Greater(t, x.sentAt, o.resetDelay)
+				require.Greater(t, x.recvAt, o.resetDelay)
+			}
+		})
+	}
 }

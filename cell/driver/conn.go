@@ -58,6 +58,9 @@ type Conn struct {
 	// goroutine, which applies them after a last poll of the old
 	// incarnation.
 	resetDone []resetResult
+	// quiets holds the resets whose old incarnation is gone at both ends,
+	// for the progress goroutine to tell the engine (see reset.go).
+	quiets []resetResult
 	// failed collects the paths whose posts failed while acting on a
 	// batch; they are reported after it.
 	failed  uint64

@@ -58,3 +58,31 @@ func TestResetThroughSurvivingLanes(t *testing.T) {
 		})
 	}
 }
+
+// A path whose new incarnation cannot come back (every request this end
+// posts on it is held, like a new connection hashed onto a dead route)
+// does not hold up the transfer: the other paths carry it while the path
+// is still being reset. (That ranges are released as soon as both QPs
+// have been through ERR, not when the path is back, is checked on the
+// engine, in TestQuietPathReleasesRangesBeforeItsReset; here the late
+// copies the reset delivers are acknowledged in time often enough to
+// hide it.)
+func TestRangesFinishWhileAPathReconnects(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Policy = "spray" // cells go on path 1 once it is held
+			pr := newPair(t, p, cfg)
+			ctx := bounded(t)
+			stream(ctx, t, pr.a, pr.b, 32<<20, 2<<20, 4, 3, func() {
+				pr.a.qp(1).Inject(fault.Fault{Kind: fault.Stall})
+			})
+			st := pr.a.conn.Stats()
+			require.NotZero(t, st.Engine.GiveUps, "path 1 was given up")
+			require.NotEqual(t, cell.PathUp, st.Paths[1].State, "path 1 is not back while its requests are held")
+			pr.a.qp(1).Inject(fault.Fault{})
+			pathBack(t, pr, 1)
+			stream(ctx, t, pr.a, pr.b, 8<<20, 2<<20, 4, -1, nil)
+		})
+	}
+}

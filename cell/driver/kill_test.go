@@ -22,10 +22,10 @@ func stream(ctx context.Context, t testing.TB, from, to *end, srcLen, rangeLen, 
 	sends, recvs := make([]*Op, n), make([]*Op, n)
 	wait := func(i int) {
 		got, err := sends[i].Wait(ctx)
-		require.NoError(t, err, "send range %d", i)
+		require.NoError(t, err, "send range %d\nsender %+v\nreceiver %+v", i, from.conn.Stats(), to.conn.Stats())
 		require.Equal(t, rangeLen, got, "send range %d", i)
 		got, err = recvs[i].Wait(ctx)
-		require.NoError(t, err, "receive range %d", i)
+		require.NoError(t, err, "receive range %d\nsender %+v\nreceiver %+v", i, from.conn.Stats(), to.conn.Stats())
 		require.Equal(t, rangeLen, got, "receive range %d", i)
 	}
 	for i := range n {

@@ -87,7 +87,7 @@ func (c *Conn) stepLocked() bool {
 	// Resets finished by now are applied after a last poll of everything
 	// their old incarnation completed: the workers queued them after their
 	// QPs had flushed into the CQ.
-	nres := len(c.resetDone)
+	nres, nquiet := len(c.resetDone), len(c.quiets)
 	work := false
 	if len(c.early) > 0 {
 		c.completionsLocked(now, c.early)
@@ -100,11 +100,15 @@ func (c *Conn) stepLocked() bool {
 		}
 		work = true
 		c.completionsLocked(now, c.wcs[:n])
-		if n < len(c.wcs) && nres == 0 {
+		if n < len(c.wcs) && nres+nquiet == 0 {
 			break
 		}
 	}
 	if c.pollRingsLocked(now) {
+		work = true
+	}
+	if nquiet > 0 {
+		c.applyQuietsLocked(now, nquiet)
 		work = true
 	}
 	if nres > 0 {

@@ -16,10 +16,14 @@ import (
 // late copies first), RESET and INIT, posts the engine's Refill there,
 // and sends the peer an endpoint message for gen+1. With the peer's
 // endpoint it moves the QP to RTR and RTS and says so; with the peer's
-// RTS message as well, both QPs are known to be in RTS and nothing of the
-// old incarnation can land any more, at either end. The progress
-// goroutine then polls the CQ and the rings a last time and calls
-// PathReset. The messages of one path are ordered (they share the control
+// RTS message as well, both QPs are known to be in RTS. Nothing of the
+// old incarnation can land any more, at either end, as soon as both QPs
+// have been through ERR, that is once the peer's endpoint message is in:
+// the progress goroutine then polls the CQ and the rings a last time and
+// calls PathQuiet, which lets the ranges the path held finish over the
+// others while the reset goes on; a new route under the path (a TCP
+// connection hashed onto a dead link keeps retrying) can take long. Once
+// both ends are in RTS it calls PathReset. The messages of one path are ordered (they share the control
 // QP), so the two ends agree on every incarnation. A reset that does not
 // finish within ResetTimeout closes the QP, tells the peer, and reports
 // PathDead.
@@ -99,6 +103,10 @@ func (c *Conn) reconnect(ctx context.Context, p *path, gen uint32, inbox chan ct
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.quiets = append(c.quiets, resetResult{path: p.idx, gen: gen})
+	c.kickLocked()
+	c.mu.Unlock()
 	p.qmu.Lock()
 	err = connectQP(p.qp, &m.ep)
 	p.qmu.Unlock()
@@ -152,6 +160,29 @@ func awaitMsg(ctx context.Context, inbox chan ctlMsg, kind msgKind) (ctlMsg, err
 	}
 }
 
+// applyQuietsLocked tells the engine of the first n paths whose old
+// incarnation is gone at both ends, after a last poll of its tokens.
+func (c *Conn) applyQuietsLocked(now int64, n int) {
+	for _, r := range c.quiets[:n] {
+		p := c.paths[r.path]
+		if c.err != nil || !p.resetting || p.target != r.gen {
+			continue
+		}
+		c.dropTokensLocked(now, p)
+		_ = c.eng.PathQuiet(now, p.idx)
+		c.fed = true
+	}
+	c.quiets = append(c.quiets[:0], c.quiets[n:]...)
+}
+
+// dropTokensLocked feeds the last tokens of path p's old incarnation and
+// clears its ring for the new one.
+func (c *Conn) dropTokensLocked(now int64, p *path) {
+	c.pollTokensLocked(now, p)
+	p.fifo.reset()
+	clear(c.ring[c.lay.tokenOff(p.idx, 0):c.lay.tokenOff(p.idx+1, 0)])
+}
+
 // applyResetsLocked applies the first n results of the reset workers.
 func (c *Conn) applyResetsLocked(now int64, n int) {
 	for _, r := range c.resetDone[:n] {
@@ -161,9 +192,7 @@ func (c *Conn) applyResetsLocked(now int64, n int) {
 		}
 		// The old incarnation's last tokens, then a clean ring for the
 		// new one.
-		c.pollTokensLocked(now, p)
-		p.fifo.reset()
-		clear(c.ring[c.lay.tokenOff(p.idx, 0):c.lay.tokenOff(p.idx+1, 0)])
+		c.dropTokensLocked(now, p)
 		p.resetting, p.inbox = false, nil
 		if r.err != nil {
 			p.dead, p.closed, p.early = true, true, nil
