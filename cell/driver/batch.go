@@ -1,6 +1,9 @@
 package driver
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/rdmacell/rdmacell/cell"
 	"github.com/rdmacell/rdmacell/verbs"
 )
@@ -31,7 +34,7 @@ func (c *Conn) drainLocked() {
 			if t.Slot < c.lay.window {
 				st := c.lay.stTokenOff(t.Path, t.Slot)
 				cell.PutToken(c.stage[st:], t.Token)
-				c.writeRecordLocked(t.Path, st, cell.TokenSize, c.lay.tokenOff(t.Path, t.Slot))
+				c.writeRecordLocked(t.Path, st, cell.TokenSize, c.lay.tokenOff(t.Path, t.Slot), false)
 			}
 		}
 		for i := range rd.Grants {
@@ -39,7 +42,7 @@ func (c *Conn) drainLocked() {
 			if g.Slot < c.lay.ranges {
 				st := c.lay.stGrantOff(g.Path, g.Slot)
 				cell.PutGrant(c.stage[st:], g.Grant)
-				c.writeRecordLocked(g.Path, st, cell.GrantSize, c.lay.grantOff(g.Slot))
+				c.writeRecordLocked(g.Path, st, cell.GrantSize, c.lay.grantOff(g.Slot), true)
 			}
 		}
 		for i := range rd.Finals {
@@ -47,7 +50,7 @@ func (c *Conn) drainLocked() {
 			if f.Slot < c.lay.ranges {
 				st := c.lay.stFinalOff(f.Path, f.Slot)
 				cell.PutFinal(c.stage[st:], f.Final)
-				c.writeRecordLocked(f.Path, st, cell.FinalSize, c.lay.finalOff(f.Slot))
+				c.writeRecordLocked(f.Path, st, cell.FinalSize, c.lay.finalOff(f.Slot), true)
 			}
 		}
 		c.deadline = rd.Deadline
@@ -99,9 +102,12 @@ func (c *Conn) postCellLocked(post *cell.Post) {
 }
 
 // writeRecordLocked writes n bytes staged at offset st into the peer's
-// ring region at offset remote, over path q. Writes are unsignaled but
-// for one in signalEvery, which lets an RNIC retire the others.
-func (c *Conn) writeRecordLocked(q, st, n, remote int) {
+// ring region at offset remote, over path q. A token write is unsignaled
+// but for one in signalEvery, which lets an RNIC retire the others: a
+// lost token shows as its cell's soft timeout. A grant or a final
+// (watch) is signaled and watched until it completes, since nothing else
+// would notice a path that swallows it (see watchRecordsLocked).
+func (c *Conn) writeRecordLocked(q, st, n, remote int, watch bool) {
 	p := c.paths[q]
 	if p.closed {
 		return
@@ -115,23 +121,64 @@ func (c *Conn) writeRecordLocked(q, st, n, remote int) {
 		RemoteAddr: c.peerRing.Addr + uint64(remote),
 		RKey:       c.peerRing.RKey,
 	}
-	if p.writes%signalEvery == 0 {
+	if watch {
+		c.wr.ID |= wrWatched
+		c.wr.Flags = verbs.Signaled
+	} else if p.writes%signalEvery == 0 {
 		c.wr.Flags = verbs.Signaled
 	}
 	if _, err := p.qp.PostSend(&c.wr); err != nil {
 		c.postFailedLocked(p, err)
+		return
+	}
+	if watch {
+		p.records.push(c.now())
 	}
 }
 
 // Work request ids of the driver's ring writes: a kind byte apart from
-// the engine's (0xCE cells, 0xCF receives).
+// the engine's (0xCE cells, 0xCF receives), and a bit for the watched.
 const (
 	wrKindRecord = 0xD1 << 56
 	wrKindMask   = 0xFF << 56
+	wrWatched    = 1 << 48
 )
 
 func recordWRID(q int, n uint64) uint64 {
 	return wrKindRecord | uint64(q)<<40 | n&(1<<40-1)
+}
+
+// watchRecordsLocked gives up a path on which a grant or final has not
+// completed within the path's soft timeout. A path that swallows writes
+// without failing them (a route that went dark, before the transport's
+// own retries run out) would otherwise keep the peer waiting for a record
+// no later cell forces out: cells time out on their tokens, but a final
+// may be the last thing a connection writes. The engine writes the
+// records again on another path.
+func (c *Conn) watchRecordsLocked(now int64) {
+	for _, p := range c.paths {
+		if p.records.n == 0 || p.closed || p.resetting {
+			continue
+		}
+		soft := int64(c.eng.Path(p.idx).SoftTimeout)
+		if age := now - p.records.front(); age > soft {
+			p.records.reset()
+			err := fmt.Errorf("%w: a grant or final written %v ago has not completed, T_soft %v",
+				cell.ErrSoftTimeout, time.Duration(age), time.Duration(soft))
+			_ = c.eng.PathFailed(now, p.idx, err)
+			c.fed = true
+		}
+	}
+}
+
+// recordsOutLocked reports whether a watched record is outstanding.
+func (c *Conn) recordsOutLocked() bool {
+	for _, p := range c.paths {
+		if p.records.n > 0 && !p.closed {
+			return true
+		}
+	}
+	return false
 }
 
 // postFailedLocked notes a post the provider refused. On a path being

@@ -164,13 +164,14 @@ func (r *resolved) wire(provider string) wireParams {
 }
 
 // Queue sizes of the QPs. Cells take two send requests each and at most
-// RecvDepth are outstanding per path; the driver's ring writes are
-// signaled every signalEvery, and at most a window of tokens plus the
-// grants and finals written again after a failure are outstanding.
+// RecvDepth are outstanding per path; token writes are signaled every
+// signalEvery, grants and finals each, and at most a window of tokens
+// plus the grants and finals of both directions, twice over when written
+// again after a failure, are outstanding.
 const signalEvery = 16
 
 func (r *resolved) maxSendWR() int {
-	return 3*r.eng.RecvDepth + 2*r.eng.MaxRanges + 2*signalEvery
+	return 3*r.eng.RecvDepth + 4*r.eng.MaxRanges + 2*signalEvery
 }
 
 func (r *resolved) maxRecvWR() int { return 2*r.eng.RecvDepth + 8 }

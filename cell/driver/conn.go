@@ -102,7 +102,10 @@ type path struct {
 	refill    []verbs.RecvWR // the receives of the reset under way
 	fifo      idRing         // cells posted and not yet acknowledged
 	writes    uint64         // ring writes posted, to signal every signalEvery
-	lastSeen  int64          // when the path last completed anything
+	// records holds when each grant or final written on the path and not
+	// yet completed was posted, oldest first (see watchRecordsLocked).
+	records  timeRing
+	lastSeen int64 // when the path last completed anything
 }
 
 func (p *path) notify(m ctlMsg) {

@@ -126,6 +126,7 @@ func (c *Conn) build() (*setupInfo, error) {
 		}
 		p := &path{idx: i, qp: q, qpn: q.Num(), refill: make([]verbs.RecvWR, r.eng.RecvDepth)}
 		p.fifo.init(r.eng.RecvDepth)
+		p.records.init(r.maxSendWR())
 		c.paths = append(c.paths, p)
 		c.qpns = append(c.qpns, p.qpn)
 		if err := q.Modify(verbs.StateInit, nil); err != nil {

@@ -40,10 +40,12 @@
 //
 // # Rings
 //
-// Tokens, grants and finals are written with unsignaled one-sided WRITEs
-// (one in signalEvery is signaled, so that an RNIC can retire the others)
-// from a local staging area into the peer's rings, in the record formats
-// of package cell. The token ring has a section per path (see layout):
+// Tokens, grants and finals are written with one-sided WRITEs from a
+// local staging area into the peer's rings, in the record formats of
+// package cell. Token writes are unsignaled (one in signalEvery is
+// signaled, so that an RNIC can retire the others); grants and finals are
+// signaled, and a path on which one does not complete within its soft
+// timeout is given up, so that the engine writes it again elsewhere. The token ring has a section per path (see layout):
 // two copies of one cell, on two paths, must not share a slot.
 //
 // # Resets and failures

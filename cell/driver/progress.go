@@ -47,7 +47,7 @@ func (c *Conn) run() {
 		work := c.stepLocked()
 		work = work || c.kicked
 		c.kicked = false
-		active := c.ops.live() > 0
+		active := c.ops.live() > 0 || c.recordsOutLocked()
 		deadline := c.deadline
 		c.mu.Unlock()
 
@@ -119,6 +119,9 @@ func (c *Conn) stepLocked() bool {
 		c.nextKeepalive = now + int64(keepaliveIdle)/4
 		c.keepaliveLocked(now)
 	}
+	if c.err == nil {
+		c.watchRecordsLocked(now)
+	}
 	if c.deadline != 0 && now >= c.deadline && c.err == nil {
 		c.eng.Tick(now)
 		c.fed = true
@@ -144,6 +147,9 @@ func (c *Conn) completionsLocked(now int64, wcs []verbs.WC) {
 			continue
 		}
 		if wc.Status == verbs.StatusSuccess && wc.Opcode != verbs.OpRecvWriteImm {
+			if wc.ID&(wrKindMask|wrWatched) == wrKindRecord|wrWatched {
+				c.paths[q].records.pop() // RC completes a QP's requests in order
+			}
 			continue // a send done: the tokens say more
 		}
 		_ = c.eng.Completion(now, q, *wc)

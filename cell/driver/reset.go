@@ -180,6 +180,7 @@ func (c *Conn) applyQuietsLocked(now int64, n int) {
 func (c *Conn) dropTokensLocked(now int64, p *path) {
 	c.pollTokensLocked(now, p)
 	p.fifo.reset()
+	p.records.reset()
 	clear(c.ring[c.lay.tokenOff(p.idx, 0):c.lay.tokenOff(p.idx+1, 0)])
 }
 

@@ -44,6 +44,34 @@ func (r *idRing) drop(k int) {
 
 func (r *idRing) reset() { r.head, r.n = 0, 0 }
 
+// timeRing is a FIFO of post times, bounded by the send queue: a
+// signaled write holds its send request until it completes.
+type timeRing struct {
+	at      []int64
+	head, n int
+}
+
+func (r *timeRing) init(n int) { r.at = make([]int64, n) }
+
+func (r *timeRing) push(t int64) {
+	if r.n == len(r.at) {
+		r.pop() // cannot happen: the send queue is no deeper
+	}
+	r.at[(r.head+r.n)%len(r.at)] = t
+	r.n++
+}
+
+func (r *timeRing) front() int64 { return r.at[r.head] }
+
+func (r *timeRing) pop() {
+	if r.n > 0 {
+		r.head = (r.head + 1) % len(r.at)
+		r.n--
+	}
+}
+
+func (r *timeRing) reset() { r.head, r.n = 0, 0 }
+
 func zero16(b []byte) bool {
 	return binary.LittleEndian.Uint64(b) == 0 && binary.LittleEndian.Uint64(b[8:]) == 0
 }
