@@ -29,7 +29,8 @@ type Config struct {
 	// MTU is the payload per packet, Header the bytes each adds, AckSize
 	// an ACK/NACK's size on the wire.
 	MTU, Header, AckSize int
-	// RTO is the Go-Back-N retransmission timeout.
+	// RTO is the Go-Back-N retransmission timeout (default 500 µs, 4 ms
+	// with PFC).
 	RTO int64
 	// NoDCQCN leaves every QP at line rate.
 	NoDCQCN bool
@@ -103,6 +104,12 @@ func (c *Config) Defaults() {
 	}
 	if c.AckSize == 0 {
 		c.AckSize = 60
+	}
+	if c.PFC {
+		// Lossless: a pause stretches an RTT far past the lossy RTO,
+		// and a spurious timeout costs a Go-Back-N of the whole window
+		// (the ConWeave setting: 4 ms with PFC).
+		def(&c.RTO, 4_000_000)
 	}
 	def(&c.RTO, 500_000)
 	if c.Scheme == "" {

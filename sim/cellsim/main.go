@@ -50,7 +50,7 @@ func run() error {
 		tokenPrio = flag.Bool("token-prio", true, "RDMACell: receiver-end QPs (tokens) in the ACKs' priority class")
 		noDCQCN   = flag.Bool("no-dcqcn", false, "disable DCQCN")
 		pfc       = flag.Bool("pfc", false, "lossless fabric: PFC pauses per ingress port instead of drops")
-		rto       = flag.Duration("rto", 500*time.Microsecond, "Go-Back-N retransmission timeout")
+		rto       = flag.Duration("rto", 0, "Go-Back-N retransmission timeout (0: 500µs, or 4ms with -pfc)")
 		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile here")
 		colls     = flag.String("collective", "", "comma-separated collectives to run instead of workloads: allreduce (ring), alltoall (pairwise)")
 		ranks     = flag.Int("ranks", 0, "collective: ranks, one per host (0: every host)")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ type runFlags struct {
 	cellrun, program string
 	csvPath, logPath string
 	env              []string
+	ops, policies    string
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -39,7 +41,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.plan.Iters, "iters", 5, "measured iterations per job")
 	fs.IntVar(&f.plan.Warmup, "warmup", 1, "warm-up iterations per job")
 	fs.IntVar(&f.plan.RanksPerHost, "ranks-per-host", 4, "ranks per host in experiment 5 (hash collisions)")
-	fs.DurationVar(&f.plan.Timeout, "timeout", 5*time.Minute, "bound on each job")
+	fs.DurationVar(&f.plan.Timeout, "timeout", 5*time.Minute, "bound on each job; past it its ranks get SIGQUIT (labprog prints its goroutines), then it is stopped")
 	fs.IntVar(&f.paths, "paths", 8, "cellrun --paths: QPs per peer")
 	fs.StringVar(&f.cellSize, "cell-size", "", "cellrun --cell-size (empty: sized from the measured BDP)")
 	fs.StringVar(&f.cellrun, "cellrun", "cellrun", "the cellrun `PROGRAM`")
@@ -47,6 +49,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.csvPath, "csv", "", "write one row per trial to `FILE`")
 	fs.StringVar(&f.logPath, "log", "", "write every line the nodes print to `FILE`")
 	fs.StringArrayVar(&f.env, "env", nil, "`VAR=VALUE` for every node (repeatable)")
+	fs.StringVar(&f.ops, "ops", "", "only the scenarios of these collectives, a comma-separated list of allreduce, alltoall (empty: all)")
+	fs.StringVar(&f.policies, "policies", "", "only these policies, a comma-separated list of adaptive, ecmp, spray (empty: all)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -73,6 +77,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	program, err := exec.LookPath(f.program)
 	if err != nil {
 		return fmt.Errorf("%w: --program: %w", errUsage, err)
+	}
+	if f.plan.Ops, err = parseNames(f.ops, "op", "allreduce", "alltoall"); err != nil {
+		return err
+	}
+	if f.plan.Policies, err = parseNames(f.policies, "policy", experiment.Policies...); err != nil {
+		return err
 	}
 	scenarios, err := experiment.Scenarios(exps, f.plan)
 	if err != nil {
@@ -163,6 +173,23 @@ func parseList(s string) ([]int, error) {
 			return nil, fmt.Errorf("%w: experiment %q: want a number 1..5", errUsage, part)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+// parseNames reads a comma-separated list of names, each one of valid;
+// empty is none.
+func parseNames(s, what string, valid ...string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		name := strings.TrimSpace(part)
+		if !slices.Contains(valid, name) {
+			return nil, fmt.Errorf("%w: %s %q: want one of %s", errUsage, what, name, strings.Join(valid, ", "))
+		}
+		out = append(out, name)
 	}
 	return out, nil
 }

@@ -10,9 +10,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rdmacell/rdmacell/bench/netlab"
@@ -43,8 +46,11 @@ type Job struct {
 	Transport string
 	// Env is added to the environment of cellrun and its ranks.
 	Env []string
-	// Timeout bounds the job (default 5 minutes); past it every node gets
-	// SIGTERM, and SIGKILL netlab.StopGrace later.
+	// Timeout bounds the job (default 5 minutes). Past it the job has
+	// hung: every rank gets SIGQUIT (labprog then prints its goroutines
+	// and carries on), QuitGrace later every node gets SIGTERM, and
+	// SIGKILL netlab.StopGrace after that. Run's error then wraps
+	// ErrTimeout.
 	Timeout time.Duration
 	// Line, if set, sees every line a node prints, stdout and stderr, with
 	// the host that printed it. It must not block.
@@ -53,6 +59,13 @@ type Job struct {
 
 // DefaultJobTimeout bounds a job whose Timeout is zero.
 const DefaultJobTimeout = 5 * time.Minute
+
+// QuitGrace is how long the ranks of a job past its timeout get, after
+// SIGQUIT, to print their goroutines before the nodes are stopped.
+const QuitGrace = 5 * time.Second
+
+// ErrTimeout says that a job ran past its timeout: it hung.
+var ErrTimeout = errors.New("experiment: job timed out")
 
 // NodeError is a node of a job whose cellrun failed.
 type NodeError struct {
@@ -85,7 +98,7 @@ func (j *Job) Run(ctx context.Context) error {
 	if timeout == 0 {
 		timeout = DefaultJobTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	id, err := jobID()
 	if err != nil {
@@ -94,7 +107,7 @@ func (j *Job) Run(ctx context.Context) error {
 	etcd := net.JoinHostPort(j.Lab.HostAddr(0).String(), strconv.Itoa(EtcdPort))
 
 	errs := make([]error, hosts)
-	var wg sync.WaitGroup
+	cmds := make([]*exec.Cmd, hosts)
 	for h := range hosts {
 		args := []string{"--nnodes", strconv.Itoa(hosts), "--node-rank", strconv.Itoa(h), "--job", id}
 		if h == 0 {
@@ -108,10 +121,50 @@ func (j *Job) Run(ctx context.Context) error {
 		cmd := j.Lab.Command(ctx, h, j.Cellrun, args...)
 		// The ranks listen for their peers on the host's own address.
 		cmd.Env = append(append(os.Environ(), j.Env...), "RDMACELL_TCP_ADDR="+j.Lab.HostAddr(h).String())
-		wg.Go(func() { errs[h] = j.runNode(cmd, h) })
+		cmds[h] = cmd
 	}
+	var timedOut atomic.Bool
+	var wg sync.WaitGroup
+	started := make(chan struct{}, hosts)
+	for h, cmd := range cmds {
+		wg.Go(func() { errs[h] = j.runNode(cmd, h, started) })
+	}
+	for range hosts {
+		<-started
+	}
+	// Past the timeout: goroutine dumps from every rank, then stop.
+	timer := time.AfterFunc(timeout, func() {
+		timedOut.Store(true)
+		for _, cmd := range cmds {
+			if cmd.Process != nil {
+				quitChildren(cmd.Process.Pid)
+			}
+		}
+		time.AfterFunc(QuitGrace, cancel)
+	})
 	wg.Wait()
+	timer.Stop()
+	if timedOut.Load() {
+		errs = append([]error{fmt.Errorf("%w after %v: ranks sent SIGQUIT, then stopped", ErrTimeout, timeout)}, errs...)
+	}
 	return errors.Join(errs...)
+}
+
+// quitChildren sends SIGQUIT to the children of process pid (a node's
+// cellrun: its ranks). Each thread of pid lists the children it forked.
+func quitChildren(pid int) {
+	lists, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, list := range lists {
+		b, err := os.ReadFile(list)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if child, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(child, syscall.SIGQUIT)
+			}
+		}
+	}
 }
 
 // knobs are cellrun's flags for the ranks.
@@ -133,8 +186,9 @@ func (j *Job) knobs() []string {
 	return args
 }
 
-// runNode runs one node's cellrun, passing its lines on.
-func (j *Job) runNode(cmd *exec.Cmd, host int) error {
+// runNode runs one node's cellrun, passing its lines on; started
+// receives once cmd has started, or failed to.
+func (j *Job) runNode(cmd *exec.Cmd, host int, started chan<- struct{}) error {
 	line := func(line string) {
 		if j.Line != nil {
 			j.Line(host, line)
@@ -145,7 +199,12 @@ func (j *Job) runNode(cmd *exec.Cmd, host int) error {
 	// process left behind still holds the other end.
 	stdout, stderr := &lineWriter{line: line}, &lineWriter{line: line}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Run(); err != nil {
+	err := cmd.Start()
+	started <- struct{}{}
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		return &NodeError{Host: host, Err: err, Tail: append(stdout.tail(), stderr.tail()...)}
 	}
 	return nil

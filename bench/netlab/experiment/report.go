@@ -58,6 +58,10 @@ func (c *CSVWriter) Write(r Result) error {
 // ErrorText is err in one line: for a failed node, how it ended and the
 // line of its output that says why.
 func ErrorText(err error) string {
+	hung := ""
+	if errors.Is(err, ErrTimeout) {
+		hung = "hung (job timeout): "
+	}
 	var node *NodeError
 	if errors.As(err, &node) {
 		why := ""
@@ -66,13 +70,13 @@ func ErrorText(err error) string {
 				why = line
 			}
 		}
-		return fmt.Sprintf("host %d: %v: %s", node.Host, node.Err, why)
+		return fmt.Sprintf("%shost %d: %v: %s", hung, node.Host, node.Err, why)
 	}
 	if err == nil {
 		return ""
 	}
 	line, _, _ := strings.Cut(err.Error(), "\n")
-	return line
+	return hung + line
 }
 
 // FabricBound is the most bus bandwidth (bytes per second) op can reach
@@ -96,7 +100,7 @@ type group struct {
 }
 
 // Summary writes, in Markdown, one table per scenario and op: for each
-// policy the trials completed and correct, the median bus bandwidth with
+// policy the trials completed, correct and hung (past the job timeout), the median bus bandwidth with
 // its spread, its fraction of the fabric bound, and its ratio to ecmp
 // and spray; with a link failure, the stall; and how many queue pairs
 // failed (path resets, mostly). capacity is the fabric's
@@ -129,11 +133,11 @@ func Summary(w io.Writer, results []Result, capacity float64) {
 			bound := FabricBound(g.op, first.RanksPerHost, capacity)
 			fmt.Fprintf(w, "\n%s, %s, %d MiB per rank, %d rank(s) per host; %s; fabric bound %.1f MB/s busbw\n\n",
 				g.scenario, g.op, first.Bytes>>20, first.RanksPerHost, first.Fault, bound/1e6)
-			fmt.Fprintln(w, "| policy | completed | correct | busbw MB/s median (min–max) | of bound | ÷ ecmp | ÷ spray | stall ms median (max) | QP failures median |")
-			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+			fmt.Fprintln(w, "| policy | completed | correct | hung | busbw MB/s median (min–max) | of bound | ÷ ecmp | ÷ spray | stall ms median (max) | QP failures median |")
+			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 		}
 		bws := busbws(g.results)
-		completed, correct := 0, 0
+		completed, correct, hung := 0, 0, 0
 		var stalls, failures []float64
 		for _, r := range g.results {
 			failures = append(failures, float64(r.QPFailures))
@@ -142,6 +146,9 @@ func Summary(w io.Writer, results []Result, capacity float64) {
 			}
 			if r.Correct() {
 				correct++
+			}
+			if r.Hung() {
+				hung++
 			}
 			if !r.FaultAt.IsZero() && r.Trial.Fault.Kind == LinkDown && r.Completed() {
 				stalls = append(stalls, r.Stall().Seconds()*1e3)
@@ -164,8 +171,8 @@ func Summary(w io.Writer, results []Result, capacity float64) {
 		if len(bws) > 0 {
 			spread = fmt.Sprintf("%.1f (%.1f–%.1f)", m/1e6, slices.Min(bws)/1e6, slices.Max(bws)/1e6)
 		}
-		fmt.Fprintf(w, "| %s | %d/%d | %d/%d | %s | %.2f | %s | %s | %s | %.0f |\n",
-			g.policy, completed, len(g.results), correct, len(g.results), spread, m/bound, ratio("ecmp"), ratio("spray"), stall, median(failures))
+		fmt.Fprintf(w, "| %s | %d/%d | %d/%d | %d | %s | %.2f | %s | %s | %s | %.0f |\n",
+			g.policy, completed, len(g.results), correct, len(g.results), hung, spread, m/bound, ratio("ecmp"), ratio("spray"), stall, median(failures))
 	}
 }
 

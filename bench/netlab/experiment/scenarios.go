@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rdmacell/rdmacell/bench/netlab"
@@ -22,6 +23,9 @@ type Plan struct {
 	RanksPerHost int
 	// Timeout bounds each job.
 	Timeout time.Duration
+	// Ops and Policies, if set, keep only the scenarios of these
+	// collectives and only these policies (to chase one failure).
+	Ops, Policies []string
 }
 
 // Scenario is one experiment: jobs of Op under Fault, RanksPerHost ranks
@@ -89,8 +93,14 @@ func Trials(scenarios []Scenario, p Plan, hosts int) []Trial {
 			// and the others say how long one takes without.
 			bytes *= 2
 		}
+		if len(p.Ops) > 0 && !slices.Contains(p.Ops, sc.Op) {
+			continue
+		}
 		for i := range p.Trials {
 			for _, pol := range Policies {
+				if len(p.Policies) > 0 && !slices.Contains(p.Policies, pol) {
+					continue
+				}
 				ts = append(ts, Trial{
 					Scenario: sc.Name, Policy: pol, Index: i, Op: sc.Op,
 					Bytes: bytes, Iters: p.Iters, Warmup: p.Warmup,

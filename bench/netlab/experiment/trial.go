@@ -80,6 +80,9 @@ type Result struct {
 // Completed says the job finished with a summary and no error.
 func (r Result) Completed() bool { return r.Err == nil && r.Wrong >= 0 }
 
+// Hung says the job ran past its timeout.
+func (r Result) Hung() bool { return errors.Is(r.Err, ErrTimeout) }
+
 // Correct says every element of every result was right.
 func (r Result) Correct() bool { return r.Wrong == 0 }
 

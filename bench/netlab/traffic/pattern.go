@@ -33,12 +33,30 @@ func fill(op Op, send []float32, r, n, it int) {
 	}
 }
 
+// expected is element i of rank r's result of iteration it for op over n
+// ranks, with blk elements per block (AllToAll).
+func expected(op Op, i, blk, r, n, it int) float32 {
+	if op == AllReduce {
+		return float32(n * (n + 1) / 2 * (mod(i+3*it, 8) + 1))
+	}
+	return exchangeValue(i/blk, r, i%blk, it)
+}
+
 // Mismatch is the first wrong element of a result: where it is, what it
-// held and what it should have held.
+// held and what it should have held; and the first runs of consecutive
+// wrong elements, which say which ranges of the buffer never landed or
+// landed wrong.
 type Mismatch struct {
 	Index     int
 	Got, Want float32
+	Runs      []Span
 }
+
+// Span is the elements [Start, End) of a result, all wrong.
+type Span struct{ Start, End int }
+
+// maxRuns is how many runs of wrong elements a Mismatch keeps.
+const maxRuns = 8
 
 // check counts the elements of rank r's result of iteration it that are
 // not what op over n ranks must give, and returns the first of them.
@@ -50,6 +68,11 @@ func check(op Op, recv []float32, r, n, it int) (int64, Mismatch) {
 			first = Mismatch{Index: i, Got: got, Want: want}
 		}
 		wrong++
+		if n := len(first.Runs); n > 0 && first.Runs[n-1].End == i {
+			first.Runs[n-1].End++
+		} else if n < maxRuns {
+			first.Runs = append(first.Runs, Span{Start: i, End: i + 1})
+		}
 	}
 	if op == AllReduce {
 		ranks := n * (n + 1) / 2

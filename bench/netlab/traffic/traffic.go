@@ -14,7 +14,10 @@
 // elements, over every rank and iteration, that did not hold the
 // expected value; a rank that finds any makes the program fail once the
 // summary is out. Each rank also reports every wrong result it gets on
-// standard error, as a WRONG line naming the first wrong element.
+// standard error, as a WRONG line naming the first wrong element, the
+// iteration whose value it holds, and the first runs of wrong elements as
+// byte ranges of the buffer; and, with Config.Recheck, a RECHECK line
+// saying how many are still wrong a while later.
 // Bandwidths are in bytes per second, busbw with the factors of
 // nccl-tests (2(n-1)/n for AllReduce, (n-1)/n for AllToAll).
 package traffic
@@ -24,6 +27,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -51,6 +56,10 @@ type Config struct {
 	Iters, Warmup int
 	// Timeout bounds the whole run, start-up included.
 	Timeout time.Duration
+	// Recheck, if positive, is how long a rank that got a wrong result
+	// waits before it checks that result again, to tell data that landed
+	// late from data that never landed.
+	Recheck time.Duration
 }
 
 // ErrWrong says that some result held an unexpected value.
@@ -152,8 +161,18 @@ func (r *runner) run(ctx context.Context, op Op) (int64, error) {
 		if bad > 0 {
 			// Every rank says so, on stderr: the evidence for whoever
 			// looks into it.
-			fmt.Fprintf(r.errs, "WRONG op=%s bytes=%d iter=%d rank=%d elements=%d first_index=%d got=%g want=%g\n",
-				op, bytes, it, r.c.Rank(), bad, first.Index, first.Got, first.Want)
+			fmt.Fprintf(r.errs, "WRONG op=%s bytes=%d iter=%d rank=%d elements=%d first_index=%d got=%g want=%g got_iter=%s runs=%s\n",
+				op, bytes, it, r.c.Rank(), bad, first.Index, first.Got, first.Want,
+				valueIter(op, first, count/n, r.c.Rank(), n, it), runsText(first.Runs, bad))
+			if r.cfg.Recheck > 0 {
+				// Data that lands after its range was handed back is right
+				// by now; data that never came, or that an older copy
+				// overwrote, is still wrong.
+				time.Sleep(r.cfg.Recheck)
+				again, firstAgain := check(op, recv, r.c.Rank(), n, it)
+				fmt.Fprintf(r.errs, "RECHECK op=%s bytes=%d iter=%d rank=%d after=%v elements=%d runs=%s\n",
+					op, bytes, it, r.c.Rank(), r.cfg.Recheck, again, runsText(firstAgain.Runs, again))
+			}
 		}
 		wrong += bad
 		d := end.Sub(start)
@@ -172,6 +191,40 @@ func (r *runner) run(ctx context.Context, op Op) (int64, error) {
 	fmt.Fprintf(r.out, "SUMMARY op=%s bytes=%d iters=%d wrong=%d seconds=%.6f algbw=%.0f busbw=%.0f\n",
 		op, bytes, r.cfg.Iters, all[0], total.Seconds(), algbw, algbw*factor)
 	return all[0], nil
+}
+
+// valueIter names the iteration, this one or one of the seven before
+// it, whose value the mismatch's element holds ("-2", "none"), "init" for
+// the zero of a fresh buffer.
+func valueIter(op Op, m Mismatch, blk, r, n, it int) string {
+	if m.Got == 0 {
+		return "init"
+	}
+	for k := 1; k < 8; k++ {
+		if want := expected(op, m.Index, blk, r, n, it-k); want == m.Got {
+			return strconv.Itoa(it - k)
+		}
+	}
+	return "none"
+}
+
+// runsText lists runs of wrong elements as byte ranges of the buffer,
+// start+length ("4194304+262144"), with "..." when more elements were
+// wrong than the runs hold.
+func runsText(runs []Span, wrong int64) string {
+	var b strings.Builder
+	var listed int64
+	for i, run := range runs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d+%d", run.Start*4, (run.End-run.Start)*4)
+		listed += int64(run.End - run.Start)
+	}
+	if listed < wrong {
+		b.WriteString(",...")
+	}
+	return b.String()
 }
 
 // alloc returns count float32 in registered memory, which the
