@@ -101,13 +101,6 @@ func (r *ring[T]) push(x T) {
 	r.size++
 }
 
-// pushFront puts x at the head, to leave next.
-func (r *ring[T]) pushFront(x T) {
-	r.push(x) // grows the buffer if needed
-	r.head = (r.head - 1) & (len(r.buf) - 1)
-	r.buf[r.head] = x
-}
-
 func (r *ring[T]) pop() T {
 	x := r.buf[r.head]
 	r.head = (r.head + 1) & (len(r.buf) - 1)

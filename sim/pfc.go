@@ -89,22 +89,41 @@ func (s *Sim) pfcRelease(nd *node, inPort int32, sz int64) {
 	}
 }
 
-// pfcSend puts a PAUSE (or RESUME) on port pi, the reverse direction of
-// the ingress link, ahead of data.
+// pfcSend has port pi, the reverse direction of the ingress link, tell
+// its neighbour to pause (or resume). A MAC control frame leaves before
+// anything queued, so that the headroom need only cover the packet on
+// the wire; and only the latest decision is sent: a RESUME decided while
+// the PAUSE still waits replaces it, as two frames queued ahead of
+// everything else would leave in the wrong order and pause the
+// neighbour for good.
 func (s *Sim) pfcSend(pi int32, pause bool) {
+	pt := &s.f.ports[pi]
+	pt.pfcOut = pfcResumeOut
+	if pause {
+		pt.pfcOut = pfcPauseOut
+	}
+	s.kick(pi)
+}
+
+// What a port's next PFC frame says.
+const (
+	pfcNone int8 = iota
+	pfcPauseOut
+	pfcResumeOut
+)
+
+// pfcFrameOut makes the frame port pt has to send.
+func (s *Sim) pfcFrameOut(pt *port) int32 {
 	pk := s.pl.get()
 	p := &s.pl.p[pk]
 	p.kind, p.size, p.src, p.dst, p.qp = pkPause, pfcFrameSize, -1, -1, -1
-	if pause {
+	if pt.pfcOut == pfcPauseOut {
 		p.a = 1
 		s.st.Pauses++
 	}
+	pt.pfcOut = pfcNone
 	s.st.CtrlPkts++
-	// A MAC control frame leaves before anything queued, so that the
-	// headroom need only cover the packet on the wire.
-	pt := &s.f.ports[pi]
-	pt.ctrl.pushFront(qent{pk: pk, size: pfcFrameSize, in: -1})
-	s.kick(pi)
+	return pk
 }
 
 // pfcFrame acts on a PAUSE or RESUME that reached the node owning port
@@ -112,12 +131,14 @@ func (s *Sim) pfcSend(pi int32, pause bool) {
 // resumes its data class.
 func (s *Sim) pfcFrame(pi, pk int32) {
 	pt := &s.f.ports[pi]
+	was := pt.paused
 	pt.paused = s.pl.p[pk].a == 1
 	s.pl.put(pk)
-	if pt.paused {
+	switch {
+	case pt.paused && !was:
 		pt.pausedAt = s.now
-		return
+	case !pt.paused && was:
+		s.st.PausedNs += s.now - pt.pausedAt
+		s.kick(pi)
 	}
-	s.st.PausedNs += s.now - pt.pausedAt
-	s.kick(pi)
 }

@@ -59,3 +59,22 @@ func TestPFCHeadroomLeavesABuffer(t *testing.T) {
 	_, err := New(cfg)
 	assert.ErrorContains(t, err, "headroom")
 }
+
+// A switch decides to pause its neighbour and, before the PAUSE has left
+// (its port is busy with a packet), to resume it: the neighbour must end
+// up sending, not paused for good.
+func TestPFCResumeOvertakesPause(t *testing.T) {
+	cfg := k4("ecmp")
+	cfg.PFC = true
+	cfg.Flows = []Flow{{Src: 0, Dst: 15, Size: 1, Start: 10_000}}
+	s, err := New(cfg)
+	require.NoError(t, err)
+	tor := s.f.nodes[0].tor
+	pi := s.f.nodes[tor].ports[len(s.f.nodes[tor].ports)-1] // an uplink
+	s.f.ports[pi].busyUntil = 500                           // mid-packet
+	s.pfcSend(pi, true)
+	s.pfcSend(pi, false)
+	s.Run()
+	require.NotZero(t, s.Flows()[0].Finish)
+	assert.False(t, s.f.ports[s.f.ports[pi].peerPort].paused, "the neighbour was resumed last")
+}

@@ -47,6 +47,8 @@ func (s *Sim) txStart(pi int32) {
 	pt := &s.f.ports[pi]
 	var e qent
 	switch {
+	case pt.pfcOut != pfcNone:
+		e = qent{pk: s.pfcFrameOut(pt), size: pfcFrameSize, in: -1}
 	case pt.ctrl.size > 0:
 		e = pt.ctrl.pop()
 	case pt.paused:
@@ -87,7 +89,7 @@ func (s *Sim) txStart(pi int32) {
 	pt.busyUntil = s.now + ns
 	pt.txSeq = s.ev.reserve(1)
 	s.ev.push(s.now+ns+pt.delay, evArrive, pk, pt.peerPort)
-	if pt.ctrl.size > 0 || (!pt.paused && pt.data.size > 0) || (s.f.nodes[pt.node].tier == 0 && len(s.hosts[pt.node].active) > 0) {
+	if pt.pfcOut != pfcNone || pt.ctrl.size > 0 || (!pt.paused && pt.data.size > 0) || (s.f.nodes[pt.node].tier == 0 && len(s.hosts[pt.node].active) > 0) {
 		s.txDone(pi)
 	}
 }

@@ -44,6 +44,7 @@ type port struct {
 	inBytes, inHdrm int64
 	xoff, paused    bool
 	pausedAt        int64
+	pfcOut          int8 // a PFC frame to send first (pfcNone, pfcPauseOut, pfcResumeOut)
 }
 
 // node is a host or a switch.

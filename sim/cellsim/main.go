@@ -40,6 +40,7 @@ func run() error {
 		seeds     = flag.Int("seeds", 1, "seeds per point (1..n)")
 		duration  = flag.Duration("duration", 20*time.Millisecond, "arrivals window (simulated)")
 		warmup    = flag.Duration("warmup", 5*time.Millisecond, "flows starting earlier are not counted")
+		drain     = flag.Duration("drain", 50*time.Millisecond, "simulated time after the arrivals for the last flows to finish")
 		jobs      = flag.Int("j", runtime.NumCPU(), "simulations run in parallel")
 		out       = flag.String("out", ".", "directory for results.csv and plots")
 		doPlot    = flag.Bool("plot", true, "write fig5-*.png")
@@ -74,7 +75,7 @@ func run() error {
 	}
 	base := sim.Config{
 		Topology: sim.Topology{Kind: *topo, K: *k, Leaves: *leaves, Spines: *spines, HostsPerLeaf: *hpl},
-		Duration: duration.Nanoseconds(), Warmup: warmup.Nanoseconds(),
+		Duration: duration.Nanoseconds(), Warmup: warmup.Nanoseconds(), Drain: drain.Nanoseconds(),
 		Paths: *paths, CellBDP: *cellBDP, QPReset: qpReset.Nanoseconds(), RecvLead: recvLead.Nanoseconds(), NoDCQCN: *noDCQCN, TokenPrio: *tokenPrio,
 		PFC: *pfc, RTO: rto.Nanoseconds(),
 	}
