@@ -149,19 +149,22 @@ func recordWRID(q int, n uint64) uint64 {
 }
 
 // watchRecordsLocked gives up a path on which a grant or final has not
-// completed within the path's soft timeout. A path that swallows writes
-// without failing them (a route that went dark, before the transport's
-// own retries run out) would otherwise keep the peer waiting for a record
-// no later cell forces out: cells time out on their tokens, but a final
-// may be the last thing a connection writes. The engine writes the
-// records again on another path.
+// completed within the path's soft timeout of the path's last sign of
+// progress. A path that swallows writes without failing them (a route
+// that went dark, before the transport's own retries run out) would
+// otherwise keep the peer waiting for a record no later cell forces out:
+// cells time out on their tokens, but a final may be the last thing a
+// connection writes. As for cells, the clock starts at the later of the
+// post and the path's last completion or token: a record queued behind
+// megabytes of cells on a slow link is late only if the path stopped
+// moving. The engine writes the records again on another path.
 func (c *Conn) watchRecordsLocked(now int64) {
 	for _, p := range c.paths {
 		if p.records.n == 0 || p.closed || p.resetting {
 			continue
 		}
 		soft := int64(c.eng.Path(p.idx).SoftTimeout)
-		if age := now - p.records.front(); age > soft {
+		if age := now - max(p.records.front(), p.lastSeen); age > soft {
 			p.records.reset()
 			err := fmt.Errorf("%w: a grant or final written %v ago has not completed, T_soft %v",
 				cell.ErrSoftTimeout, time.Duration(age), time.Duration(soft))
