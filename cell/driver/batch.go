@@ -164,7 +164,7 @@ func (c *Conn) watchRecordsLocked(now int64) {
 			continue
 		}
 		soft := int64(c.eng.Path(p.idx).SoftTimeout)
-		if age := now - max(p.records.front(), p.lastSeen); age > soft {
+		if age := now - max(p.records.at(0), p.lastSeen); age > soft {
 			p.records.reset()
 			err := fmt.Errorf("%w: a grant or final written %v ago has not completed, T_soft %v",
 				cell.ErrSoftTimeout, time.Duration(age), time.Duration(soft))

@@ -100,11 +100,11 @@ type path struct {
 	closed    bool    // closed or being closed: post nothing
 	dead      bool
 	refill    []verbs.RecvWR // the receives of the reset under way
-	fifo      idRing         // cells posted and not yet acknowledged
+	fifo      fifo[uint32]   // cells posted and not yet acknowledged
 	writes    uint64         // ring writes posted, to signal every signalEvery
 	// records holds when each grant or final written on the path and not
 	// yet completed was posted, oldest first (see watchRecordsLocked).
-	records  timeRing
+	records  fifo[int64]
 	lastSeen int64 // when the path last completed anything
 }
 

@@ -148,7 +148,7 @@ func (c *Conn) completionsLocked(now int64, wcs []verbs.WC) {
 		}
 		if wc.Status == verbs.StatusSuccess && wc.Opcode != verbs.OpRecvWriteImm {
 			if wc.ID&(wrKindMask|wrWatched) == wrKindRecord|wrWatched {
-				c.paths[q].records.pop() // RC completes a QP's requests in order
+				c.paths[q].records.drop(1) // RC completes a QP's requests in order
 			}
 			continue // a send done: the tokens say more
 		}

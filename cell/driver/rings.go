@@ -14,63 +14,38 @@ import (
 // loads. A slot that does not decode is left alone: it may be a write
 // still landing.
 
-// idRing is the cells posted on one path whose tokens have not come, in
-// posting order. RC writes a path's tokens in that order, so a token
-// found for one entry settles every entry before it; at most RecvDepth
-// cells are outstanding on a path, which bounds the ring.
-type idRing struct {
-	ids     []uint32
+// fifo is a bounded queue of a path's outstanding work, oldest first. A
+// path keeps two: the cells posted whose tokens have not come (RC writes
+// a path's tokens in posting order, so a token found for one entry
+// settles every entry before it; the engine's credits bound them), and
+// the post times of the grants and finals not yet completed (the send
+// queue bounds them). Neither can overflow; were one to, dropping the
+// oldest entry would only cost a token a later one covers, or one
+// record's watch.
+type fifo[T any] struct {
+	buf     []T
 	head, n int
 }
 
-func (r *idRing) init(n int) { r.ids = make([]uint32, n) }
+func (r *fifo[T]) init(n int) { r.buf = make([]T, n) }
 
-func (r *idRing) push(id uint32) {
-	if r.n == len(r.ids) {
-		// Cannot happen while the engine keeps its credits; losing the
-		// oldest entry only costs its token, which a later one covers.
+func (r *fifo[T]) push(v T) {
+	if r.n == len(r.buf) {
 		r.drop(1)
 	}
-	r.ids[(r.head+r.n)%len(r.ids)] = id
+	r.buf[(r.head+r.n)%len(r.buf)] = v
 	r.n++
 }
 
-func (r *idRing) at(i int) uint32 { return r.ids[(r.head+i)%len(r.ids)] }
+func (r *fifo[T]) at(i int) T { return r.buf[(r.head+i)%len(r.buf)] }
 
-func (r *idRing) drop(k int) {
-	r.head = (r.head + k) % len(r.ids)
+func (r *fifo[T]) drop(k int) {
+	k = min(k, r.n)
+	r.head = (r.head + k) % len(r.buf)
 	r.n -= k
 }
 
-func (r *idRing) reset() { r.head, r.n = 0, 0 }
-
-// timeRing is a FIFO of post times, bounded by the send queue: a
-// signaled write holds its send request until it completes.
-type timeRing struct {
-	at      []int64
-	head, n int
-}
-
-func (r *timeRing) init(n int) { r.at = make([]int64, n) }
-
-func (r *timeRing) push(t int64) {
-	if r.n == len(r.at) {
-		r.pop() // cannot happen: the send queue is no deeper
-	}
-	r.at[(r.head+r.n)%len(r.at)] = t
-	r.n++
-}
-
-func (r *timeRing) front() int64 { return r.at[r.head] }
-
-func (r *timeRing) pop() {
-	if r.n > 0 {
-		r.head = (r.head + 1) % len(r.at)
-		r.n--
-	}
-}
-
-func (r *timeRing) reset() { r.head, r.n = 0, 0 }
+func (r *fifo[T]) reset() { r.head, r.n = 0, 0 }
 
 func zero16(b []byte) bool {
 	return binary.LittleEndian.Uint64(b) == 0 && binary.LittleEndian.Uint64(b[8:]) == 0
