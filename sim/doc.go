@@ -1,7 +1,7 @@
 // Package sim is a packet-level discrete-event simulator of RoCEv2
 // fabrics: fat-tree and leaf-spine topologies of shared-buffer switches
-// with ECN marking at dequeue and per-switch-seeded ECMP, host NICs with
-// RC Go-Back-N and DCQCN, and the load balancers RDMACell is measured
+// with ECN marking at dequeue, optional PFC and per-switch-seeded ECMP,
+// host NICs with RC Go-Back-N and DCQCN, and the load balancers RDMACell is measured
 // against (ECMP, LetFlow, CONGA, HULA, ConWeave). RDMACell itself is the
 // project's cell.Engine, unchanged, driven on simulated QPs and virtual
 // time: every work-request chain it posts becomes packets of a QP with its
@@ -10,11 +10,16 @@
 // QP.
 //
 // Time is an int64 count of nanoseconds; serialization is exact to the
-// picosecond through a per-port remainder. Events are values in a 4-ary
-// heap, packets are indices into a pooled slice: the hot path allocates
-// nothing. A run is deterministic for its Config (seed included).
+// picosecond through a per-port remainder. Events are values in a timing
+// wheel of one-nanosecond slots backed by a 4-ary heap for the far ones,
+// ordered by (time, sequence number); packets are 64-byte values in a
+// pooled slice, named by index: the hot path allocates nothing. A run is
+// deterministic for its Config (seed included).
 //
 // Workloads are flow-size CDFs with Poisson arrivals per host and uniform
-// destinations; the metric is FCT slowdown, FCT over the ideal FCT of the
-// flow alone on an empty fabric (see Ideal).
+// destinations, measured by FCT slowdown, FCT over the ideal FCT of the
+// flow alone on an empty fabric (see Ideal); or collectives (ring
+// AllReduce, pairwise AllToAll) scheduled as package collectives runs
+// them, measured by completion time over the time without contention
+// (see Collective).
 package sim
