@@ -119,19 +119,10 @@ func (l *link) wake() {
 }
 
 // shutdown closes the connection, which unblocks both goroutines. It does
-// not wait for them; teardown does. The close is abortive: what the
-// kernel still holds to send is dropped and the peer gets a reset. A
-// graceful close would keep retransmitting those frames, and over a
-// route that comes back seconds later the peer, whose QP may never have
-// heard of the failure, would place them then, into memory the
-// application has long been given back. An RNIC sends nothing more for a
-// QP in ERR either.
+// not wait for them; teardown does.
 func (l *link) shutdown() {
 	l.closeOnce.Do(func() {
 		close(l.closing)
-		if tc, ok := l.conn.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
 		l.conn.Close()
 		l.rnrTimer.Stop()
 		l.ctl.lazy.Stop()
