@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/verbs"
 )
 
@@ -140,33 +140,16 @@ func servePeer(name string) int {
 type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	conn   *Conn
 	end    *end
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func startChild(t *testing.T, p provider, count, n int) *child {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	ch := &child{cmd: exec.Command(exe, "-test.run=^$"), stderr: &lockedBuffer{}}
+	ch := &child{cmd: exec.Command(exe, "-test.run=^$"), stderr: &syncbuf.Buffer{}}
 	ch.cmd.Env = append(os.Environ(), peerEnv+"="+p.name, peerRangesEnv+"="+strconv.Itoa(count)+","+strconv.Itoa(n))
 	ch.cmd.Stderr = ch.stderr
 	ch.stdin, err = ch.cmd.StdinPipe()

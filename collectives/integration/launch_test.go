@@ -1,17 +1,16 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/launcher"
 )
 
@@ -33,24 +32,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer is a bytes.Buffer the launcher's output pumps can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestCollectivesAcrossProcesses runs every collective in real processes,
 // one job per transport and world size; each job makes all of its checks
 // in one launch, which keeps the test to a handful of process starts.
@@ -60,7 +41,7 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/n=%d", transport, world), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 				defer cancel()
-				var stdout, stderr syncBuffer
+				var stdout, stderr syncbuf.Buffer
 				code, err := launcher.Run(ctx, launcher.Config{
 					Program:      os.Args[0],
 					ProcsPerNode: world,

@@ -1,43 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/launcher"
 )
-
-// syncBuffer is a bytes.Buffer the launcher's output pumps can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestMoEThroughLauncher runs the example on three ranks through the
 // launcher: it must exit 0 after matching the serial computation.
 func TestMoEThroughLauncher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	code, err := launcher.Run(ctx, launcher.Config{
 		Program:      ".",
 		Args:         []string{"-timeout", "90s"},

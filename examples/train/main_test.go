@@ -1,37 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/launcher"
 )
-
-// syncBuffer is a bytes.Buffer the launcher's output pumps can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var epochLine = regexp.MustCompile(`(?m)^\[0\] epoch (\d+) loss ([0-9.]+)$`)
 
@@ -41,7 +22,7 @@ var epochLine = regexp.MustCompile(`(?m)^\[0\] epoch (\d+) loss ([0-9.]+)$`)
 func TestTrainThroughLauncher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	code, err := launcher.Run(ctx, launcher.Config{
 		Program:      ".", // the launcher builds this directory once
 		Args:         []string{"-epochs", "4", "-samples", "2048", "-timeout", "90s"},

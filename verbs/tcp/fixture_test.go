@@ -1,14 +1,13 @@
 package tcp
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/rdmacell/rdmacell/verbs/internal/soft"
 	"github.com/stretchr/testify/require"
@@ -19,24 +18,6 @@ import (
 const waitLimit = 10 * time.Second
 
 var secret = []byte("0123456789abcdef-test-secret")
-
-// logBuf collects a device's log for tests that check what it reports.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // env owns the devices and memory of one test. Its cleanup closes the
 // devices before it frees the memory, so no receiver writes into an
@@ -62,12 +43,12 @@ func newEnv(t testing.TB) *env {
 
 // device opens a device with the test secret unless opts has one, logging
 // into the returned buffer.
-func (e *env) device(opts Options) (*Device, *PD, *logBuf) {
+func (e *env) device(opts Options) (*Device, *PD, *syncbuf.Buffer) {
 	e.t.Helper()
 	if opts.Secret == nil {
 		opts.Secret = secret
 	}
-	lb := &logBuf{}
+	lb := &syncbuf.Buffer{}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ type rawTarget struct {
 	d   *Device
 	q   *tqp
 	dst verbs.MR
-	log *logBuf
+	log *syncbuf.Buffer
 }
 
 func newRawTarget(t *testing.T, e *env) *rawTarget {
@@ -235,7 +236,7 @@ func TestWrongSecret(t *testing.T) {
 	type side struct {
 		q        *tqp
 		src, dst verbs.MR
-		log      *logBuf
+		log      *syncbuf.Buffer
 		addr     string
 	}
 	dialer, acceptor := side{a, srcA, dstB, la, da.Addr()}, side{b, srcB, dstA, lb, db.Addr()}

@@ -1,18 +1,17 @@
 package verbstest
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/stretchr/testify/require"
 )
@@ -26,26 +25,8 @@ type peer struct {
 	enc     *json.Encoder
 	replies chan reply
 	readErr error // why replies closed; read after it is closed
-	stderr  *lockedBuffer
+	stderr  *syncbuf.Buffer
 	exited  bool
-}
-
-// lockedBuffer collects a peer's standard error while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func startPeer(t *testing.T, p Provider) *peer {
@@ -54,7 +35,7 @@ func startPeer(t *testing.T, p Provider) *peer {
 	require.NoError(t, err, "find the test binary")
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), peerEnv+"="+p.Name)
-	pp := &peer{t: t, cmd: cmd, replies: make(chan reply), stderr: &lockedBuffer{}}
+	pp := &peer{t: t, cmd: cmd, replies: make(chan reply), stderr: &syncbuf.Buffer{}}
 	cmd.Stderr = pp.stderr
 	pp.stdin, err = cmd.StdinPipe()
 	require.NoError(t, err)
