@@ -23,10 +23,10 @@ import (
 // calls PathQuiet, which lets the ranges the path held finish over the
 // others while the reset goes on; a new route under the path (a TCP
 // connection hashed onto a dead link keeps retrying) can take long. Once
-// both ends are in RTS it calls PathReset. The messages of one path are ordered (they share the control
-// QP), so the two ends agree on every incarnation. A reset that does not
-// finish within ResetTimeout closes the QP, tells the peer, and reports
-// PathDead.
+// both ends are in RTS it calls PathReset. Control messages are taken in
+// the order they were sent (see control.go), so the two ends agree on
+// every incarnation. A reset that does not finish within ResetTimeout
+// closes the QP, tells the peer, and reports PathDead.
 
 // resetResult is a worker's outcome, applied by the progress goroutine.
 type resetResult struct {
