@@ -192,19 +192,20 @@ func (w *world) failPeer(p *peer, err error, abortLinks bool) {
 		p.downLocked(err)
 	}
 	p.suspect = false
+	left := errors.Is(err, ErrPeerClosed) || isExited(err)
 	var match func(*Handle) bool
-	if errors.Is(err, ErrPeerClosed) {
-		// A peer says goodbye only once its sends are done, which means
-		// their bytes have landed here; the ranges' ends may still be
-		// on the way, and its connections stay up until this end says
-		// goodbye too. A receive that has asked for all of its message
-		// completes with them.
+	if left && !p.down {
+		// A peer leaves only once its sends are done, which means their
+		// bytes have landed here; the ranges' ends may still be on the
+		// way, and its links stay up until this end says goodbye too. A
+		// receive that has asked for all of its message completes with
+		// them, or fails when the links go down.
 		match = func(h *Handle) bool { return h.send || !h.asked }
 	}
 	p.cancelWhereLocked(err, match)
 	p.mu.Unlock()
 	p.wake()
-	if errors.Is(err, ErrPeerClosed) || isExited(err) {
+	if left {
 		return
 	}
 	for _, c := range w.commsWith(p.rank) {
