@@ -125,8 +125,11 @@ func linkFlags(fs *pflag.FlagSet, link *netlab.SpineLink) {
 	fs.IntVar(&link.Leaf, "leaf", 1, "leaf `L` (0 or 1) of the link")
 }
 
-// noArgs refuses positional arguments.
-func noArgs(fs *pflag.FlagSet) error {
+// parseNoArgs is parse for a command that takes flags only.
+func parseNoArgs(fs *pflag.FlagSet, args []string) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %s", errUsage, strings.Join(fs.Args(), " "))
 	}

@@ -16,10 +16,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("up", stderr)
 	var cfg netlab.Config
 	labFlags(fs, &cfg, netlab.DefaultName)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	// An interrupt while building takes the half-built lab down.
@@ -39,10 +36,7 @@ func cmdDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flagSet("down", stderr)
 	name := nameFlag(fs)
 	all := fs.Bool("all", false, "take every lab down that no running process owns")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	query := *name
@@ -62,10 +56,7 @@ func cmdDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("status", stderr)
 	name := nameFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	l, err := netlab.Discover(ctx, *name)
@@ -117,10 +108,7 @@ func cmdDegrade(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var link netlab.SpineLink
 	linkFlags(fs, &link)
 	fraction := fs.Float64("fraction", 0.1, "`F` of the link's rate to leave it")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	l, err := netlab.Discover(ctx, *name)
@@ -135,10 +123,7 @@ func cmdRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	name := nameFlag(fs)
 	var link netlab.SpineLink
 	linkFlags(fs, &link)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	l, err := netlab.Discover(ctx, *name)
@@ -178,10 +163,7 @@ func cmdFlap(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&f.Down, "down", 300*time.Millisecond, "time down in each cycle")
 	fs.DurationVar(&f.Up, "up", 700*time.Millisecond, "time up in each cycle")
 	fs.DurationVar(&f.For, "for", 30*time.Second, "how long to flap")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	l, err := netlab.Discover(ctx, *name)

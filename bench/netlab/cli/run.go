@@ -51,10 +51,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringArrayVar(&f.env, "env", nil, "`VAR=VALUE` for every node (repeatable)")
 	fs.StringVar(&f.ops, "ops", "", "only the scenarios of these collectives, a comma-separated list of allreduce, alltoall (empty: all)")
 	fs.StringVar(&f.policies, "policies", "", "only these policies, a comma-separated list of adaptive, ecmp, spray (empty: all)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	exps, err := parseList(f.experiments)
