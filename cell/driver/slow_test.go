@@ -24,6 +24,11 @@ func TestAdaptiveAvoidsSlowPath(t *testing.T) {
 			// A slow path, not a failing one: T_soft stays above the delay,
 			// so the path is kept and only placement can avoid it.
 			cfg.Engine.MinSoftTimeout = 5 * time.Second
+			// A few cells in flight per path, so that a path's delay bounds
+			// its rate: with a deep window a delayed path is a long fat
+			// pipe that moves as much as paths slowed by a loaded machine,
+			// and placing cells on it is then right.
+			cfg.Engine.RecvDepth = 4
 			pr := newPair(t, p, cfg)
 			ctx := bounded(t)
 			stream(ctx, t, pr.a, pr.b, 16<<20, rangeLen, 4, -1, nil)
