@@ -103,6 +103,16 @@
 // here too, so that its memory never depends on the other end's
 // bookkeeping alone.
 //
+// Tokens need the same care in the other direction. A token proves that
+// its copy, and every copy posted before it on the same QP incarnation,
+// landed. A cell can land on an incarnation whose completion the driver
+// reads only after the QP was reset; a token for it, posted then, would
+// travel on the new incarnation and acknowledge whatever copy of the same
+// cell that path carries next, and every copy before it, though none of
+// them had landed. Receive ids therefore carry the incarnation they were
+// posted in (every give-up starts one), and an arrival on an incarnation
+// that is gone is not answered: its copy was given up and is sent again.
+//
 // # Flow control and finals
 //
 // The sender writes only where, and as much as, the receiver allows. The

@@ -49,6 +49,10 @@ type Stats struct {
 	// TokensSent counts tokens the receiver half emitted, Duplicates those
 	// for a cell it had seen before, NACKsSent its refusals.
 	TokensSent, Duplicates, NACKsSent uint64
+	// StaleArrivals counts cells that arrived on an incarnation of their
+	// path's QP that had been reset by the time their completion was
+	// read: they get no token (see Engine.Completion).
+	StaleArrivals uint64
 	// GiveUps counts paths given up; Readmissions paths reset and usable
 	// again.
 	GiveUps, Readmissions uint64
@@ -154,7 +158,9 @@ func (e *Engine) checkPath(q int) error {
 // completion, the driver's own control writes' included, gives the path
 // up; other successful completions carry nothing the tokens do not.
 // Completions of a path's old incarnation must all be fed before its
-// PathReset. The error is for a path index out of range.
+// PathReset; a cell arriving on one is not answered (see "Quarantine of
+// late copies" in the package doc), so wc.ID must be the id of the
+// receive the engine posted. The error is for a path index out of range.
 func (e *Engine) Completion(now int64, q int, wc verbs.WC) error {
 	if err := e.checkPath(q); err != nil {
 		return err
@@ -165,7 +171,7 @@ func (e *Engine) Completion(now int64, q int, wc verbs.WC) error {
 	}
 	if wc.Status == verbs.StatusSuccess {
 		if wc.Opcode == verbs.OpRecvWriteImm && wc.Flags&verbs.WCWithImm != 0 {
-			e.arrived(&e.paths[q], wc.Imm)
+			e.arrived(&e.paths[q], wc.ID, wc.Imm)
 		}
 		return nil
 	}
@@ -314,6 +320,7 @@ func (e *Engine) giveUp(p *path, cause error) {
 		return
 	}
 	e.isolate(p, cause)
+	p.incarn++ // the Reset's refill goes into the next incarnation
 	e.stats.GiveUps++
 	e.rd.Resets = append(e.rd.Resets, Reset{Path: p.idx, Refill: p.refillChain(), Cause: cause})
 	// Even the last path up is only being reset, not lost: a stall of the

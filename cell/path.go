@@ -90,6 +90,12 @@ type path struct {
 	// nothing posted on it can land any more, though it is not back.
 	quiet bool
 
+	// incarn numbers the incarnations of the path's local QP, as far as
+	// its receives tell them apart: every give-up starts one, whose Reset
+	// posts the refill in the reinitialised QP. Receive ids carry it, so
+	// that an arrival on an incarnation that is gone is recognised.
+	incarn uint8
+
 	// refill holds the chain that fills the path's receive queue, at
 	// start and after each reset; repost the receives given back in one
 	// batch.
@@ -105,10 +111,6 @@ func (p *path) init(idx, depth int, initialRTT, floor int64, now int64) {
 	p.copies = make([]copyRec, depth)
 	p.refill = make([]verbs.RecvWR, depth)
 	p.repost = make([]verbs.RecvWR, depth)
-	for i := range p.refill {
-		p.refill[i].ID = recvWRID(idx, i)
-		p.repost[i].ID = recvWRID(idx, depth+i)
-	}
 	p.admit(depth, initialRTT, floor, now)
 }
 
@@ -165,9 +167,11 @@ func (p *path) deadline() int64 {
 	return max(p.at(0).sentAt, p.progress) + p.est.softTimeout()
 }
 
-// refillChain links the path's whole refill storage.
+// refillChain links the path's whole refill storage, for the current
+// incarnation.
 func (p *path) refillChain() *verbs.RecvWR {
 	for i := range p.refill {
+		p.refill[i].ID = recvWRID(p.idx, p.incarn, i)
 		p.refill[i].Next = nil
 		if i+1 < len(p.refill) {
 			p.refill[i].Next = &p.refill[i+1]
@@ -209,4 +213,9 @@ func cellWRID(path int, id uint32, tail bool) uint64 {
 	return v
 }
 
-func recvWRID(path, i int) uint64 { return uint64(wrKindRecv) | uint64(path)<<40 | uint64(i) }
+func recvWRID(path int, incarn uint8, i int) uint64 {
+	return uint64(wrKindRecv) | uint64(path)<<40 | uint64(incarn)<<32 | uint64(i)
+}
+
+// recvIncarn returns the incarnation a receive id was posted in.
+func recvIncarn(id uint64) uint8 { return uint8(id >> 32) }

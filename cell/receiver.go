@@ -164,15 +164,26 @@ func (e *Engine) finishRecv(x *recvRange, err error) {
 	}
 }
 
-// arrived handles a cell's immediate completion on path p: the consumed
-// receive is posted again and the copy acknowledged over the same path.
-// That holds on a path this end has given up too: a completion proves its
-// QP works, either still (a late copy before the reset, and then the
-// token may well be lost, which costs nothing) or again (the peer resumed
-// before this end was told the reset is done, and must get its credit
-// and token).
-func (e *Engine) arrived(p *path, id uint32) {
+// arrived handles a cell's immediate completion on path p, which
+// consumed the receive recv: the receive is posted again and the copy
+// acknowledged over the same path. That holds on a path this end has
+// given up too, as long as its QP is still the incarnation the receive
+// was posted in: the peer may have resumed on the new incarnation before
+// this end was told the reset is done, and must get its credit and
+// token. An arrival on an incarnation that is gone (a copy that landed
+// before the QP was reset, its completion read only after) gets neither:
+// its QP takes no more requests of that incarnation, and a token posted
+// now would go out on the new one, where it would lie in the sender's
+// ring until the same cell is sent on the path again, and then
+// acknowledge that copy, and every copy posted before it, unlanded. The
+// sender has given up, or will give up, the old incarnation's copies and
+// sends the cell again.
+func (e *Engine) arrived(p *path, recv uint64, id uint32) {
 	if p.state == PathDead {
+		return
+	}
+	if recv&wrKindMask == wrKindRecv && recvIncarn(recv) != p.incarn {
+		e.stats.StaleArrivals++
 		return
 	}
 	e.repostRecv(p)
@@ -218,7 +229,7 @@ func (e *Engine) repostRecv(p *path) {
 		return
 	}
 	wr := &p.repost[k]
-	wr.Next = nil
+	wr.ID, wr.Next = recvWRID(p.idx, p.incarn, len(p.refill)+k), nil
 	p.recvQueued++
 	if k > 0 {
 		p.repost[k-1].Next = wr

@@ -544,3 +544,55 @@ func TestQuietPathReleasesRangesBeforeItsReset(t *testing.T) {
 		})
 	}
 }
+
+// A cell that landed on a QP incarnation since reset, and whose completion
+// is read only after the reset began, gets no token and no receive in its
+// place: a token posted now would go out on the new incarnation and lie
+// in the sender's ring until the same cell is sent on that path again,
+// then acknowledge that copy, and every copy before it, unlanded. A cell
+// that arrives on the new incarnation before this end hears that the
+// reset is done is answered as usual.
+func TestStaleArrivalGetsNoToken(t *testing.T) {
+	e, err := cell.New(cell.Config{Paths: 2, MTU: 4096, CellSize: 16 << 10, RecvDepth: 4})
+	require.NoError(t, err)
+	ids := func(wr *verbs.RecvWR) (out []uint64) {
+		for ; wr != nil; wr = wr.Next {
+			out = append(out, wr.ID)
+		}
+		return out
+	}
+	var first []uint64
+	for _, r := range e.Ready().Recvs {
+		if r.Path == 0 {
+			first = ids(r.WR)
+		}
+	}
+	require.Len(t, first, 4)
+	arrive := func(now int64, recv uint64, id uint32) *cell.Ready {
+		require.NoError(t, e.Completion(now, 0, verbs.WC{ID: recv, Status: verbs.StatusSuccess,
+			Opcode: verbs.OpRecvWriteImm, Flags: verbs.WCWithImm, Imm: id, ByteLen: 4096}))
+		return e.Ready()
+	}
+	rd := arrive(1, first[0], 1)
+	require.Len(t, rd.Tokens, 1, "an arrival on the current incarnation is answered")
+	require.Len(t, rd.Recvs, 1, "and its receive posted again")
+
+	require.NoError(t, e.PathFailed(2, 0, errors.New("reset by the test")))
+	rd = e.Ready()
+	require.Len(t, rd.Resets, 1)
+	next := ids(rd.Resets[0].Refill)
+	require.Len(t, next, 4)
+	for _, id := range next {
+		require.NotContains(t, first, id, "the refill's receives are told apart from the old incarnation's")
+	}
+
+	rd = arrive(3, first[1], 2)
+	require.Empty(t, rd.Tokens, "an arrival on the reset incarnation gets no token")
+	require.Empty(t, rd.Recvs, "nor a receive in its place")
+	require.Equal(t, uint64(1), e.Stats().StaleArrivals)
+
+	rd = arrive(4, next[0], 3)
+	require.Len(t, rd.Tokens, 1, "an arrival on the new incarnation is answered before PathReset")
+	require.Equal(t, 0, rd.Tokens[0].Path)
+	require.Len(t, rd.Recvs, 1)
+}

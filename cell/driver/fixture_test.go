@@ -110,7 +110,15 @@ func newPair(t testing.TB, p provider, cfg Config) *pair {
 func newPairWith(t testing.TB, p provider, cfg Config, wrap bool) *pair {
 	t.Helper()
 	before := runtime.NumGoroutine()
-	pr := &pair{a: openEndWith(t, p, "A", wrap), b: openEndWith(t, p, "B", wrap)}
+	return dialPair(t, before, openEndWith(t, p, "A", wrap), openEndWith(t, p, "B", wrap), cfg)
+}
+
+// dialPair connects ends a and b with cfg. Cleanup closes both
+// connections, then the devices, then frees the memory, and checks that
+// no more goroutines run than before.
+func dialPair(t testing.TB, before int, a, b *end, cfg Config) *pair {
+	t.Helper()
+	pr := &pair{a: a, b: b}
 	t.Cleanup(func() {
 		for _, e := range []*end{pr.a, pr.b} {
 			if e.conn != nil {

@@ -20,6 +20,10 @@ type Options struct {
 	// (default "127.0.0.1:0"). Listening on an unspecified address
 	// ("0.0.0.0:0", ":7000") advertises Host in Addr instead.
 	ListenAddr string
+	// AdvertiseAddr, if set, is the address put in endpoints instead of
+	// the listening one: for peers that reach this device through a
+	// forwarder (a NAT rule, a proxy) at another address.
+	AdvertiseAddr string
 	// Secret is the per-job secret both ends of every connection prove
 	// they know; at least 16 bytes. The bootstrap supplies it.
 	Secret []byte
@@ -73,6 +77,11 @@ func Open(opts Options) (*Device, error) {
 	if len(opts.Secret) < MinSecretLen {
 		return nil, fmt.Errorf("%w: tcp secret of %d bytes, want at least %d", verbs.ErrInvalidArgument, len(opts.Secret), MinSecretLen)
 	}
+	if a := opts.AdvertiseAddr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil || len(a) > maxAddrLen {
+			return nil, fmt.Errorf("%w: tcp advertise address %q is not host:port of at most %d bytes", verbs.ErrInvalidArgument, a, maxAddrLen)
+		}
+	}
 	if opts.ListenAddr == "" {
 		opts.ListenAddr = "127.0.0.1:0"
 	}
@@ -103,7 +112,10 @@ func Open(opts Options) (*Device, error) {
 	ln := l.(*net.TCPListener)
 	la := ln.Addr().(*net.TCPAddr)
 	addr := la.String()
-	if la.IP.IsUnspecified() {
+	switch {
+	case opts.AdvertiseAddr != "":
+		addr = opts.AdvertiseAddr
+	case la.IP.IsUnspecified():
 		addr = net.JoinHostPort(opts.Host, fmt.Sprint(la.Port))
 	}
 	d := &Device{
@@ -132,6 +144,10 @@ func (d *Device) Provider() string { return "tcp" }
 // Addr is the address peers dial to reach this device's QPs; it is the
 // Addr of every endpoint the device hands out.
 func (d *Device) Addr() string { return d.addr }
+
+// ListenAddr is the address the device listens on; it differs from Addr
+// when Options.AdvertiseAddr names a forwarder.
+func (d *Device) ListenAddr() string { return d.ln.Addr().String() }
 
 // Host is the machine name the device puts in endpoints.
 func (d *Device) Host() string { return d.opts.Host }

@@ -9,7 +9,9 @@
 // QPConfig.LocalAddr binds that connection to a chosen local address and
 // port when the QP is the side that dials (the accepting side's end is the
 // device's listening address; the dialer's port still makes each
-// connection's 5-tuple its own).
+// connection's 5-tuple its own). Options.AdvertiseAddr puts another
+// address in the endpoints, for peers that reach the device through a
+// forwarder.
 //
 // The connection is made when the QP moves to RTR. Of the two QPs, the
 // one whose endpoint (Addr, QPN) sorts first dials; the other's device

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/internal/netchaos"
 	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/rdmacell/rdmacell/verbs/internal/soft"
-	"github.com/stretchr/testify/require"
 )
 
 func TestOpenValidates(t *testing.T) {
@@ -19,6 +21,7 @@ func TestOpenValidates(t *testing.T) {
 		{"no secret", Options{}},
 		{"short secret", Options{Secret: []byte("fifteen bytes!!")}},
 		{"bad listen address", Options{Secret: secret, ListenAddr: "no port"}},
+		{"bad advertise address", Options{Secret: secret, AdvertiseAddr: "no port"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +45,32 @@ func TestDeviceAddr(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "node7", host, "an unspecified listen address advertises the host")
 	require.Equal(t, "tcp", d.Provider())
+}
+
+// A device behind a forwarder advertises the forwarder: its QPs' peers
+// dial that address, and the connection (handshake included) works
+// through it.
+func TestAdvertisedAddress(t *testing.T) {
+	e := newEnv(t)
+	px, err := netchaos.Listen()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	d, pa, _ := e.device(Options{AdvertiseAddr: px.Addr()})
+	px.Forward(d.ListenAddr())
+	require.Equal(t, px.Addr(), d.Addr())
+	require.NotEqual(t, d.ListenAddr(), d.Addr())
+	_, pb, _ := e.device(Options{})
+	a, b := e.qp(pa, verbs.QPConfig{}), e.qp(pb, verbs.QPConfig{})
+	require.Equal(t, px.Addr(), a.Endpoint().Addr)
+	connect(t, a, b)
+	src, dst := e.region(pb, 4096, verbs.AccessLocalWrite), e.region(pa, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	pattern(src.Bytes(), 7)
+	_, err = b.PostSend(writeWR(1, verbs.OpWrite, src, 0, 4096, dst, 0))
+	require.NoError(t, err)
+	wcs := waitWCs(t, b.send, 1)
+	require.Equal(t, verbs.StatusSuccess, wcs[0].Status)
+	require.Equal(t, src.Bytes(), dst.Bytes())
+	require.NotEmpty(t, px.Links(), "the connection went through the forwarder")
 }
 
 func TestCreateQPValidates(t *testing.T) {
