@@ -119,13 +119,20 @@ type logEntry struct {
 }
 
 type end struct {
-	f      *fabric
-	idx    int
-	name   string
-	e      *cell.Engine
-	posted []int  // receives posted per path
-	qpErr  []bool // this end's QP is in ERR
-	refill []int  // length of the refill chain of each path's last Reset
+	f         *fabric
+	idx       int
+	name      string
+	e         *cell.Engine
+	recvIDs   [][]uint64 // ids of the receives posted per path, oldest first
+	qpErr     []bool     // this end's QP is in ERR
+	refill    []int      // length of the refill chain of each path's last Reset
+	refillIDs [][]uint64 // and its ids
+	// the driver's side of the token ring (fabricOpts.ring): per path
+	// the ids posted and not yet settled, and the ring's slots
+	fifo   [][]uint32
+	ring   []map[uint32]cell.Token
+	lagged [][]func() // arrivals not yet read, per path (fabricOpts.cqLag)
+	held   [][]*msg   // tokens waiting for the next incarnation
 	ticks  map[int64]bool
 	// the application: ranges it sends and receives, in order, and those
 	// waiting for a slot (ErrBusy)
@@ -174,6 +181,19 @@ type fabricOpts struct {
 	recvResetLag int64
 	// quiet: both ends get PathQuiet as soon as both QPs are in ERR.
 	quiet bool
+	// cqLag: a cell's arrival reaches its engine this long after the cell
+	// landed (the driver reads its CQ late), possibly after the path's
+	// reset began; always before the path's PathReset, as drivers do.
+	cqLag int64
+	// lateRecords: a token posted while the QP is being reset goes out on
+	// its next incarnation, as on a provider whose reinitialised QP takes
+	// requests before it is connected.
+	lateRecords bool
+	// ring: tokens land in the sender's ring and are read as a driver
+	// reads them, only for the cells it posted on that path (until the
+	// path's quiet or reset clears both); a token for another cell lies
+	// in its slot until that cell is posted there, or is overwritten.
+	ring bool
 }
 
 type fabric struct {
@@ -231,8 +251,13 @@ func newFabric(o fabricOpts) (*fabric, error) {
 			return nil, err
 		}
 		en := &end{f: f, idx: i, name: [...]string{"A", "B"}[i], e: e,
-			posted: make([]int, o.paths), qpErr: make([]bool, o.paths), refill: make([]int, o.paths),
+			recvIDs: make([][]uint64, o.paths), qpErr: make([]bool, o.paths), refill: make([]int, o.paths),
+			refillIDs: make([][]uint64, o.paths), fifo: make([][]uint32, o.paths), ring: make([]map[uint32]cell.Token, o.paths),
+			lagged: make([][]func(), o.paths), held: make([][]*msg, o.paths),
 			ticks: map[int64]bool{}, tokensFor: map[uint32]int{}}
+		for q := range en.ring {
+			en.ring[q] = map[uint32]cell.Token{}
+		}
 		for q := range en.refill {
 			en.refill[q] = -1
 		}
@@ -281,23 +306,17 @@ func (f *fabric) input(en *end, fn func(e *cell.Engine)) {
 func (f *fabric) drain(en *end) {
 	rd := en.e.Ready()
 	for _, r := range rd.Recvs {
-		k := 0
-		for wr := r.WR; wr != nil; wr = wr.Next {
-			k++
-		}
-		if k != r.Count {
-			f.violate("%s: receive chain on path %d has %d requests, Count says %d", en.name, r.Path, k, r.Count)
+		ids := recvIDs(r.WR)
+		if len(ids) != r.Count {
+			f.violate("%s: receive chain on path %d has %d requests, Count says %d", en.name, r.Path, len(ids), r.Count)
 		}
 		if !en.qpErr[r.Path] {
-			en.posted[r.Path] += k
+			en.recvIDs[r.Path] = append(en.recvIDs[r.Path], ids...)
 		}
 	}
 	for _, r := range rd.Resets {
-		k := 0
-		for wr := r.Refill; wr != nil; wr = wr.Next {
-			k++
-		}
-		en.refill[r.Path] = k
+		en.refillIDs[r.Path] = recvIDs(r.Refill)
+		en.refill[r.Path] = len(en.refillIDs[r.Path])
 		en.resetCauses = append(en.resetCauses, r.Cause)
 		en.logf("reset path %d: %v", r.Path, r.Cause)
 		f.startReset(en, r.Path)
@@ -314,6 +333,12 @@ func (f *fabric) drain(en *end) {
 		}
 		en.posts = append(en.posts, postRec{f.now, p.Path, p.Cell, m.size})
 		f.send(m)
+		if f.opts.ring {
+			en.fifo[p.Path] = append(en.fifo[p.Path], p.Cell)
+			if _, ok := en.ring[p.Path][f.slot(p.Cell)]; ok {
+				f.at(f.now, func() { f.pollRing(en, p.Path) })
+			}
+		}
 	}
 	for _, t := range rd.Tokens {
 		en.tokensFor[t.Token.ID]++
@@ -349,11 +374,71 @@ func (f *fabric) drain(en *end) {
 	}
 }
 
+// recvIDs lists the ids of a receive chain.
+func recvIDs(wr *verbs.RecvWR) []uint64 {
+	var ids []uint64
+	for ; wr != nil; wr = wr.Next {
+		ids = append(ids, wr.ID)
+	}
+	return ids
+}
+
+// slot is the token ring slot of cell id.
+func (f *fabric) slot(id uint32) uint32 {
+	w := f.opts.cfg.Window
+	if w == 0 {
+		w = 1024
+	}
+	return id & uint32(w-1)
+}
+
+// pollRing feeds the tokens in en's ring for the cells it posted on path
+// q, as a driver polls, and settles them and every cell before them.
+func (f *fabric) pollRing(en *end, q int) {
+	last := -1
+	var found []cell.Token
+	for i, id := range en.fifo[q] {
+		if t, ok := en.ring[q][f.slot(id)]; ok && t.ID == id && t.Path == q {
+			delete(en.ring[q], f.slot(id))
+			found = append(found, t)
+			last = i
+		}
+	}
+	en.fifo[q] = en.fifo[q][last+1:]
+	for _, t := range found {
+		f.input(en, func(e *cell.Engine) { e.Token(f.now, t) })
+	}
+}
+
+// clearRing drops path q's ring and posted ids after a last poll, as a
+// driver does when the path's old incarnation is gone.
+func (f *fabric) clearRing(en *end, q int) {
+	if !f.opts.ring {
+		return
+	}
+	f.pollRing(en, q)
+	en.fifo[q] = nil
+	clear(en.ring[q])
+}
+
+// readArrivals hands en's engine every arrival on path q not read yet.
+func (f *fabric) readArrivals(en *end, q int) {
+	for len(en.lagged[q]) > 0 {
+		fn := en.lagged[q][0]
+		en.lagged[q] = en.lagged[q][1:]
+		fn()
+	}
+}
+
 // send puts a message on its link.
 func (f *fabric) send(m *msg) {
 	en, q := m.from, m.path
 	m.epoch = f.ctl[q].epoch
 	m.sentAt = f.now
+	if en.qpErr[q] && f.opts.lateRecords && m.kind == mToken {
+		en.held[q] = append(en.held[q], m)
+		return
+	}
 	if en.qpErr[q] {
 		// Posting on a QP in ERR flushes the request.
 		f.at(f.now+us, func() { f.completeErr(en, q, m.epoch, verbs.StatusWRFlush) })
@@ -416,6 +501,11 @@ func (f *fabric) deliver(m *msg) {
 		}
 	case mToken:
 		to.tokenArrivals = append(to.tokenArrivals, m.token.ID)
+		if f.opts.ring {
+			to.ring[q][f.slot(m.token.ID)] = m.token
+			f.pollRing(to, q)
+			return
+		}
 		f.input(to, func(e *cell.Engine) { e.Token(f.now, m.token) })
 	case mGrant:
 		f.input(to, func(e *cell.Engine) { e.Grant(f.now, m.grant) })
@@ -439,14 +529,28 @@ func (f *fabric) write(from, to *end, q int, w wrCopy) {
 	if w.op != verbs.OpWriteImm {
 		return
 	}
-	if to.posted[q] == 0 {
+	if len(to.recvIDs[q]) == 0 {
 		f.violate("%s path %d: WRITE_WITH_IMM of cell %d found no receive posted (flow control exceeded)", to.name, q, w.imm)
 		return
 	}
-	to.posted[q]--
-	f.input(to, func(e *cell.Engine) {
-		must(e.Completion(f.now, q, verbs.WC{ID: 7, Status: verbs.StatusSuccess, Opcode: verbs.OpRecvWriteImm,
-			Flags: verbs.WCWithImm, ByteLen: w.n, Imm: w.imm}))
+	recv := to.recvIDs[q][0]
+	to.recvIDs[q] = to.recvIDs[q][1:]
+	read := func() {
+		f.input(to, func(e *cell.Engine) {
+			must(e.Completion(f.now, q, verbs.WC{ID: recv, Status: verbs.StatusSuccess, Opcode: verbs.OpRecvWriteImm,
+				Flags: verbs.WCWithImm, ByteLen: w.n, Imm: w.imm}))
+		})
+	}
+	if f.opts.cqLag == 0 {
+		read()
+		return
+	}
+	to.lagged[q] = append(to.lagged[q], read)
+	f.at(f.now+f.opts.cqLag, func() {
+		if len(to.lagged[q]) > 0 {
+			to.lagged[q] = to.lagged[q][1:]
+			read()
+		}
 	})
 }
 
@@ -468,7 +572,7 @@ func (f *fabric) owned(en *end, addr uint64, n int64, send bool) bool {
 func (f *fabric) startReset(en *end, q int) {
 	c := f.ctl[q]
 	en.qpErr[q] = true
-	en.posted[q] = 0
+	en.recvIDs[q] = nil
 	if c.resetting {
 		return
 	}
@@ -476,11 +580,13 @@ func (f *fabric) startReset(en *end, q int) {
 	peer := en.peer()
 	f.at(f.now+f.opts.errDelay, func() {
 		peer.qpErr[q] = true
-		peer.posted[q] = 0
+		peer.recvIDs[q] = nil
 		f.input(peer, func(e *cell.Engine) { must(e.PathFailed(f.now, q, fmt.Errorf("peer %s resets path %d", en.name, q))) })
 		if f.opts.quiet {
 			for _, x := range f.ends {
 				x.logf("path %d quiet", q)
+				f.readArrivals(x, q)
+				f.clearRing(x, q)
 				f.input(x, func(e *cell.Engine) { must(e.PathQuiet(f.now, q)) })
 			}
 		}
@@ -506,13 +612,19 @@ func (f *fabric) finishReset(q int) {
 			f.violate("%s: path %d reset without a Reset (no refill chain)", en.name, q)
 		}
 		en.qpErr[q] = false
-		en.posted[q] = max(en.refill[q], 0)
+		en.recvIDs[q] = slices.Clone(en.refillIDs[q])
+		for _, m := range en.held[q] {
+			f.send(m)
+		}
+		en.held[q] = nil
 		lag := int64(0)
 		if en.idx == 1 {
 			lag = f.opts.recvResetLag
 		}
 		f.at(f.now+lag, func() {
 			en.logf("path %d reset confirmed", q)
+			f.readArrivals(en, q)
+			f.clearRing(en, q)
 			f.input(en, func(e *cell.Engine) { must(e.PathReset(f.now, q)) })
 		})
 	}
@@ -703,7 +815,7 @@ func (f *fabric) runFor(t int64) {
 
 // bytesOn sums the bytes end en posted on each path.
 func (en *end) bytesOn() []int64 {
-	out := make([]int64, len(en.posted))
+	out := make([]int64, len(en.qpErr))
 	for _, p := range en.posts {
 		out[p.path] += p.n
 	}
@@ -711,7 +823,7 @@ func (en *end) bytesOn() []int64 {
 }
 
 func (en *end) cellsOn() []int {
-	out := make([]int, len(en.posted))
+	out := make([]int, len(en.qpErr))
 	for _, p := range en.posts {
 		out[p.path]++
 	}

@@ -12,8 +12,8 @@ import (
 
 // Random configurations, traffic both ways and faults (delays, lost and
 // duplicated tokens, NACKs, failed requests, paths dying mid-cell or for
-// good, late copies, duplicated grants and finals) never corrupt
-// delivery: every range ends exactly once at each end, delivered intact
+// good, late copies, duplicated grants and finals, arrivals read late,
+// tokens posted into a path's next incarnation) never corrupt delivery: every range ends exactly once at each end, delivered intact
 // or failed, never both; no write lands outside granted, engine-owned
 // memory; no WRITE_WITH_IMM finds its receive queue empty; nothing hangs.
 func TestRandomFaultsNeverCorruptDelivery(t *testing.T) {
@@ -56,6 +56,13 @@ func runRandom(t *testing.T, seed uint64) {
 	o.resetDelay = o.errDelay + int64(10+rng.IntN(2000))*us
 	o.recvResetLag = int64(rng.IntN(2)) * ms
 	o.quiet = rng.IntN(2) == 0
+	o.ring = rng.IntN(4) != 0
+	o.lateRecords = rng.IntN(2) == 0
+	if rng.IntN(2) == 0 {
+		// Well inside the soft timeout's floor: a driver that reads its
+		// CQ later than that has every fresh path time out.
+		o.cqLag = int64(1+rng.IntN(100)) * us
+	}
 	for range o.paths {
 		o.psPerByte = append(o.psPerByte, []int64{500, 1000, 1000, 5000}[rng.IntN(4)])
 	}
