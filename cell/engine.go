@@ -259,6 +259,26 @@ func (e *Engine) PathReset(now int64, q int) error {
 	return nil
 }
 
+// ResetAgain reports that the reset of path q, given up and not yet
+// back, failed part way (its QP could not be connected, say) and starts
+// over. The next Ready holds a new Reset for it, whose Refill goes into
+// the QP's next incarnation: arrivals on the failed attempt are then told
+// apart like those of any incarnation before it. A path that is not down
+// is left alone.
+func (e *Engine) ResetAgain(now int64, q int, cause error) error {
+	if err := e.checkPath(q); err != nil {
+		return err
+	}
+	e.begin(now)
+	p := &e.paths[q]
+	if e.err != nil || p.state != PathDown {
+		return nil
+	}
+	p.incarn++
+	e.rd.Resets = append(e.rd.Resets, Reset{Path: q, Refill: p.refillChain(), Cause: cause})
+	return nil
+}
+
 // PathDead reports that path q was closed at both ends (or its peer is
 // gone) and will not come back. Nothing posted on it can land any more.
 func (e *Engine) PathDead(now int64, q int, cause error) error {

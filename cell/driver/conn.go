@@ -96,12 +96,16 @@ type path struct {
 	target    uint32 // the incarnation a reset under way brings up
 	inbox     chan ctlMsg
 	early     *ctlMsg // the peer's next reset, come before ours finished
-	probing   bool    // reset with the peer; its probe is on the way
-	closed    bool    // closed or being closed: post nothing
-	dead      bool
-	refill    []verbs.RecvWR // the receives of the reset under way
-	fifo      fifo[uint32]   // cells posted and not yet acknowledged
-	writes    uint64         // ring writes posted, to signal every signalEvery
+	// abandon ends the attempt under way, whose worker runs while working.
+	abandon  context.CancelCauseFunc
+	working  bool
+	failures int  // attempts in a row that failed after both QPs left ERR
+	probing  bool // reset with the peer; its probe is on the way
+	closed   bool // closed or being closed: post nothing
+	dead     bool
+	refill   []verbs.RecvWR // the receives of the reset under way
+	fifo     fifo[uint32]   // cells posted and not yet acknowledged
+	writes   uint64         // ring writes posted, to signal every signalEvery
 	// records holds when each grant or final written on the path and not
 	// yet completed was posted, oldest first (see watchRecordsLocked).
 	records  fifo[int64]

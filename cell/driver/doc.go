@@ -55,8 +55,10 @@
 // ERR, RESET, INIT with the engine's Refill posted, endpoints swapped,
 // RTR, RTS, and PathReset once both ends are in RTS. A peer that asks
 // first makes the engine give the path up too (PathFailed). A reset that
-// does not finish within Config.ResetTimeout closes the path for good
-// (PathDead). When the engine fails (no path left), the driver closes
+// fails after both QPs left their old incarnation (connecting failed)
+// starts over with a new one, after a back-off; one that does not get
+// that far within Config.ResetTimeout (the peer does not answer) closes
+// the path for good (PathDead). When the engine fails (no path left), the driver closes
 // every QP and only then fails the ranges still open. Abort does the same
 // at once with the caller's error; Close says goodbye to the peer, which
 // then fails fast, and releases everything.

@@ -28,9 +28,12 @@ func (c *Conn) dispatchLocked(now int64, m ctlMsg) {
 	case p.resetting && m.gen == p.target:
 		p.notify(m)
 	case m.kind == msgEP && p.resetting && m.gen == p.target+1:
-		// The peer finished our reset and began the next before we
-		// applied ours.
+		// The peer began the next incarnation: it finished ours before we
+		// applied it, or gave ours up. Ours is over either way.
 		p.early = &m
+		if p.working {
+			p.abandon(errAbandoned)
+		}
 	case m.kind == msgEP && !p.resetting && m.gen == p.gen+1:
 		if p.probing {
 			// The path is back, and the peer already wants it reset.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rdmacell/rdmacell/cell"
 	"github.com/rdmacell/rdmacell/verbs"
@@ -26,14 +27,29 @@ import (
 // both ends are in RTS it calls PathReset. Control messages are taken in
 // the order they were sent (see control.go), so the two ends agree on
 // every incarnation. A reset that does not finish within ResetTimeout
-// closes the QP, tells the peer, and reports PathDead.
+// closes the QP, tells the peer, and reports PathDead, unless both QPs
+// had been through ERR by then (the peer answered, and only connecting
+// failed, as over a route that is down): that path is reset again, with
+// a new incarnation, after a back-off that doubles up to a quarter of
+// ResetTimeout, for as long as the connection lives. Nothing waits for
+// it meanwhile. A peer that hears of the next incarnation while its own
+// attempt still runs abandons that attempt and joins the new one.
 
 // resetResult is a worker's outcome, applied by the progress goroutine.
 type resetResult struct {
 	path int
 	gen  uint32
-	err  error // nil: the path is back; else it is closed
+	err  error // nil: the path is back; else it is closed, or reset again
+	// again says the path is to be reset again rather than closed.
+	again bool
 }
+
+// errAbandoned is why a reset attempt ends when the peer has begun the
+// next incarnation.
+var errAbandoned = errors.New("driver: the peer began the path's next incarnation")
+
+// Back-off between two attempts to reset one path.
+const minResetBackoff = 10 * time.Millisecond
 
 // startResetLocked starts the reset the engine asked for, unless one is
 // under way (the peer asked first) or the path is closed.
@@ -54,21 +70,43 @@ func (c *Conn) startResetLocked(r *cell.Reset) {
 	}
 	p.resetting, p.target = true, p.gen+1
 	p.inbox = make(chan ctlMsg, 4)
+	ctx, cancel := context.WithTimeoutCause(c.life, c.cfg.ResetTimeout, fmt.Errorf("%w: within %v", ErrResetTimeout, c.cfg.ResetTimeout))
+	ctx, abandon := context.WithCancelCause(ctx)
+	p.abandon, p.working = abandon, true
+	var wait time.Duration
+	if p.failures > 0 {
+		wait = min(minResetBackoff<<min(p.failures-1, 16), c.cfg.ResetTimeout/4)
+	}
 	c.counters.resetsStarted++
 	c.log.Debug("cell driver: resetting path", "peer", c.cfg.Peer, "path", p.idx, "qp", p.qpn, "gen", p.target, "cause", r.Cause)
 	c.workers.Add(1)
-	go c.resetWorker(p, p.target, p.inbox, p.refill[:n])
+	go c.resetWorker(ctx, cancel, p, p.target, p.inbox, p.refill[:n], wait)
+	if m := p.early; m != nil && m.gen == p.target {
+		// The peer's endpoint for this incarnation came while the last
+		// attempt was being abandoned.
+		p.early = nil
+		p.notify(*m)
+	}
 }
 
-// resetWorker performs one reset of path p with the peer.
-func (c *Conn) resetWorker(p *path, gen uint32, inbox chan ctlMsg, refill []verbs.RecvWR) {
+// resetWorker performs one attempt at resetting path p with the peer,
+// after waiting for the back-off wait.
+func (c *Conn) resetWorker(ctx context.Context, cancel context.CancelFunc, p *path, gen uint32, inbox chan ctlMsg, refill []verbs.RecvWR, wait time.Duration) {
 	defer c.workers.Done()
-	ctx, cancel := context.WithTimeout(c.life, c.cfg.ResetTimeout)
-	// The bound is for the whole reset, including the QP's transitions.
+	// The bound is for the whole attempt, the QP's transitions included.
 	defer cancel()
-	err := c.reconnect(ctx, p, gen, inbox, refill)
+	quiet := false
+	err := sleep(ctx, wait)
+	if err == nil {
+		quiet, err = c.reconnect(ctx, p, gen, inbox, refill)
+	}
+	again := false
 	if err != nil {
+		again = c.life.Err() == nil && (errors.Is(err, errAbandoned) ||
+			quiet && !errors.Is(err, ErrPeerDead) && !errors.Is(err, ErrControl))
 		err = &PathError{Peer: c.cfg.Peer, Path: p.idx, QPN: p.qpn, Op: "reset", Err: err}
+	}
+	if err != nil && !again {
 		c.mu.Lock()
 		p.closed = true
 		c.mu.Unlock()
@@ -83,25 +121,42 @@ func (c *Conn) resetWorker(p *path, gen uint32, inbox chan ctlMsg, refill []verb
 		}
 	}
 	c.mu.Lock()
-	c.resetDone = append(c.resetDone, resetResult{path: p.idx, gen: gen, err: err})
+	p.working = false
+	c.resetDone = append(c.resetDone, resetResult{path: p.idx, gen: gen, err: err, again: again})
 	c.kickLocked()
 	c.mu.Unlock()
 }
 
-// reconnect takes p's QP through a new incarnation with the peer.
-func (c *Conn) reconnect(ctx context.Context, p *path, gen uint32, inbox chan ctlMsg, refill []verbs.RecvWR) error {
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// reconnect takes p's QP through a new incarnation with the peer. quiet
+// says that both QPs went through ERR, whatever failed after.
+func (c *Conn) reconnect(ctx context.Context, p *path, gen uint32, inbox chan ctlMsg, refill []verbs.RecvWR) (quiet bool, err error) {
 	p.qmu.Lock()
 	ep, err := reinit(p.qp, refill)
 	p.qmu.Unlock()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := c.sendCtl(ctlMsg{kind: msgEP, path: p.idx, gen: gen, ep: ep}); err != nil {
-		return err
+		return false, err
 	}
 	m, err := awaitMsg(ctx, inbox, msgEP)
 	if err != nil {
-		return err
+		return false, err
 	}
 	c.mu.Lock()
 	c.quiets = append(c.quiets, resetResult{path: p.idx, gen: gen})
@@ -111,13 +166,13 @@ func (c *Conn) reconnect(ctx context.Context, p *path, gen uint32, inbox chan ct
 	err = connectQP(p.qp, &m.ep)
 	p.qmu.Unlock()
 	if err != nil {
-		return fmt.Errorf("connect to the peer's qp %d: %w", m.ep.QPN, err)
+		return true, fmt.Errorf("connect to the peer's qp %d: %w", m.ep.QPN, err)
 	}
 	if err := c.sendCtl(ctlMsg{kind: msgRTS, path: p.idx, gen: gen}); err != nil {
-		return err
+		return true, err
 	}
 	_, err = awaitMsg(ctx, inbox, msgRTS)
-	return err
+	return true, err
 }
 
 // reinit brings q back to INIT with the refill posted and returns its new
@@ -151,9 +206,12 @@ func awaitMsg(ctx context.Context, inbox chan ctlMsg, kind msgKind) (ctlMsg, err
 				return m, m.err
 			}
 		case <-ctx.Done():
-			// Not wrapped: the caller's own context has not ended.
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return ctlMsg{}, fmt.Errorf("%w: no %v message from the peer", ErrResetTimeout, kind)
+			cause := context.Cause(ctx)
+			if errors.Is(cause, ErrResetTimeout) {
+				return ctlMsg{}, fmt.Errorf("%w: no %v message from the peer", cause, kind)
+			}
+			if errors.Is(cause, errAbandoned) {
+				return ctlMsg{}, cause
 			}
 			return ctlMsg{}, fmt.Errorf("%w: reset abandoned", ErrClosed)
 		}
@@ -194,7 +252,19 @@ func (c *Conn) applyResetsLocked(now int64, n int) {
 		// The old incarnation's last tokens, then a clean ring for the
 		// new one.
 		c.dropTokensLocked(now, p)
-		p.resetting, p.inbox = false, nil
+		p.resetting, p.inbox, p.abandon = false, nil, nil
+		if r.again {
+			// Both ends count the failed incarnation as used.
+			p.gen = r.gen
+			if !errors.Is(r.err, errAbandoned) {
+				p.failures++
+			}
+			c.counters.resetsAgain++
+			c.log.Debug("cell driver: resetting path again", "peer", c.cfg.Peer, "path", p.idx, "gen", r.gen+1, "err", r.err)
+			_ = c.eng.ResetAgain(now, p.idx, r.err)
+			c.fed = true
+			continue
+		}
 		if r.err != nil {
 			p.dead, p.closed, p.early = true, true, nil
 			_ = c.eng.PathDead(now, p.idx, r.err)
@@ -202,7 +272,7 @@ func (c *Conn) applyResetsLocked(now int64, n int) {
 			c.counters.dead++
 			continue
 		}
-		p.gen = r.gen
+		p.gen, p.failures = r.gen, 0
 		c.probePathLocked(now, p)
 	}
 	c.resetDone = append(c.resetDone[:0], c.resetDone[n:]...)

@@ -6,6 +6,7 @@ import "github.com/rdmacell/rdmacell/cell"
 type counters struct {
 	cells, completions, tokens uint64
 	resetsStarted, resets      uint64
+	resetsAgain                uint64
 	dead                       uint64
 	parks, keepalives          uint64
 }
@@ -21,8 +22,10 @@ type Stats struct {
 	// ring that found tokens.
 	CellsPosted, Completions, TokenPolls uint64
 	// ResetsStarted and Resets count path resets begun and completed with
-	// the peer; DeadPaths the paths closed for good.
-	ResetsStarted, Resets, DeadPaths uint64
+	// the peer, ResetsAgain attempts that failed after both QPs had left
+	// their old incarnation (or that the peer overtook) and started over,
+	// DeadPaths the paths closed for good.
+	ResetsStarted, Resets, ResetsAgain, DeadPaths uint64
 	// Parks counts the times the progress goroutine parked with nothing
 	// in flight; Parked says it is parked now.
 	Parks  uint64
@@ -38,7 +41,7 @@ type Stats struct {
 type PathStats struct {
 	cell.PathInfo
 	// Gen is the incarnation of the path's QP pair: the number of resets
-	// completed.
+	// completed or started over.
 	Gen uint32
 	// Resetting says a reset is under way; Dead that the path is closed
 	// for good.
@@ -56,6 +59,7 @@ func (c *Conn) Stats() Stats {
 		TokenPolls:    c.counters.tokens,
 		ResetsStarted: c.counters.resetsStarted,
 		Resets:        c.counters.resets,
+		ResetsAgain:   c.counters.resetsAgain,
 		DeadPaths:     c.counters.dead,
 		Parks:         c.counters.parks,
 		Parked:        c.parked,
