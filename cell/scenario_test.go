@@ -596,3 +596,28 @@ func TestStaleArrivalGetsNoToken(t *testing.T) {
 	require.Equal(t, 0, rd.Tokens[0].Path)
 	require.Len(t, rd.Recvs, 1)
 }
+
+// A reset that failed part way starts over: ResetAgain asks for another
+// reset of a path that is down, with the refill of yet another
+// incarnation, and leaves a path that is up alone.
+func TestResetAgain(t *testing.T) {
+	e, err := cell.New(cell.Config{Paths: 2, MTU: 4096, CellSize: 16 << 10, RecvDepth: 2})
+	require.NoError(t, err)
+	e.Ready()
+	require.NoError(t, e.ResetAgain(1, 0, errors.New("connect failed")))
+	require.Empty(t, e.Ready().Resets, "an up path is not reset")
+
+	require.NoError(t, e.PathFailed(2, 0, errors.New("first")))
+	first := e.Ready().Resets
+	require.Len(t, first, 1)
+	firstIDs := []uint64{first[0].Refill.ID, first[0].Refill.Next.ID}
+	require.NoError(t, e.ResetAgain(3, 0, errors.New("connect failed")))
+	again := e.Ready().Resets
+	require.Len(t, again, 1)
+	require.Equal(t, 0, again[0].Path)
+	require.ErrorContains(t, again[0].Cause, "connect failed")
+	for wr := again[0].Refill; wr != nil; wr = wr.Next {
+		require.NotContains(t, firstIDs, wr.ID, "the new attempt's receives are told apart from the failed one's")
+	}
+	require.ErrorIs(t, e.ResetAgain(4, 2, nil), cell.ErrInvalid)
+}
