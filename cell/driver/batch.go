@@ -34,7 +34,7 @@ func (c *Conn) drainLocked() {
 			if t.Slot < c.lay.window {
 				st := c.lay.stTokenOff(t.Path, t.Slot)
 				cell.PutToken(c.stage[st:], t.Token)
-				c.writeRecordLocked(t.Path, st, cell.TokenSize, c.lay.tokenOff(t.Path, t.Slot), false)
+				c.writeRecordLocked(t.Path, st, cell.TokenSize, c.lay.tokenOff(t.Path, t.Slot), 0)
 			}
 		}
 		for i := range rd.Grants {
@@ -42,7 +42,7 @@ func (c *Conn) drainLocked() {
 			if g.Slot < c.lay.ranges {
 				st := c.lay.stGrantOff(g.Path, g.Slot)
 				cell.PutGrant(c.stage[st:], g.Grant)
-				c.writeRecordLocked(g.Path, st, cell.GrantSize, c.lay.grantOff(g.Slot), true)
+				c.writeRecordLocked(g.Path, st, cell.GrantSize, c.lay.grantOff(g.Slot), wrWatched)
 			}
 		}
 		for i := range rd.Finals {
@@ -50,7 +50,7 @@ func (c *Conn) drainLocked() {
 			if f.Slot < c.lay.ranges {
 				st := c.lay.stFinalOff(f.Path, f.Slot)
 				cell.PutFinal(c.stage[st:], f.Final)
-				c.writeRecordLocked(f.Path, st, cell.FinalSize, c.lay.finalOff(f.Slot), true)
+				c.writeRecordLocked(f.Path, st, cell.FinalSize, c.lay.finalOff(f.Slot), wrWatched|wrBell)
 			}
 		}
 		c.deadline = rd.Deadline
@@ -105,9 +105,12 @@ func (c *Conn) postCellLocked(post *cell.Post) {
 // ring region at offset remote, over path q. A token write is unsignaled
 // but for one in signalEvery, which lets an RNIC retire the others: a
 // lost token shows as its cell's soft timeout. A grant or a final
-// (watch) is signaled and watched until it completes, since nothing else
-// would notice a path that swallows it (see watchRecordsLocked).
-func (c *Conn) writeRecordLocked(q, st, n, remote int, watch bool) {
+// (flags wrWatched) is signaled and watched until it completes, since
+// nothing else would notice a path that swallows it (see
+// watchRecordsLocked); a final (wrBell) is followed by a bell once it
+// has landed.
+func (c *Conn) writeRecordLocked(q, st, n, remote int, flags uint64) {
+	watch := flags&wrWatched != 0
 	p := c.paths[q]
 	if p.closed {
 		return
@@ -122,7 +125,7 @@ func (c *Conn) writeRecordLocked(q, st, n, remote int, watch bool) {
 		RKey:       c.peerRing.RKey,
 	}
 	if watch {
-		c.wr.ID |= wrWatched
+		c.wr.ID |= flags
 		c.wr.Flags = verbs.Signaled
 	} else if p.writes%signalEvery == 0 {
 		c.wr.Flags = verbs.Signaled
@@ -137,11 +140,13 @@ func (c *Conn) writeRecordLocked(q, st, n, remote int, watch bool) {
 }
 
 // Work request ids of the driver's ring writes: a kind byte apart from
-// the engine's (0xCE cells, 0xCF receives), and a bit for the watched.
+// the engine's (0xCE cells, 0xCF receives), a bit for the watched, and
+// one for those to be followed by a bell.
 const (
 	wrKindRecord = 0xD1 << 56
 	wrKindMask   = 0xFF << 56
 	wrWatched    = 1 << 48
+	wrBell       = 1 << 49
 )
 
 func recordWRID(q int, n uint64) uint64 {

@@ -43,12 +43,16 @@ const (
 	msgDead
 	// msgBye: the sender is closing the connection.
 	msgBye
+	// msgBell: a final the sender wrote has landed. It is not numbered
+	// and carries nothing: it wakes a receiver that parked (see
+	// progress.go), and the final is in place by the time it arrives.
+	msgBell
 	// msgCtlDown never travels: it tells reset workers that the control
 	// channel failed.
 	msgCtlDown
 )
 
-var msgNames = [...]string{"invalid", "endpoint", "rts", "dead", "bye", "control down"}
+var msgNames = [...]string{"invalid", "endpoint", "rts", "dead", "bye", "bell", "control down"}
 
 // String names the kind in logs.
 func (k msgKind) String() string {
@@ -103,9 +107,9 @@ func decodeCtl(b []byte, paths int, provider string) (ctlMsg, error) {
 		seq: binary.LittleEndian.Uint32(b[10:])}
 	n := int(binary.LittleEndian.Uint16(b[8:]))
 	switch {
-	case m.kind < msgEP || m.kind > msgBye:
+	case m.kind < msgEP || m.kind > msgBell:
 		return ctlMsg{}, fmt.Errorf("control message of kind %d", b[1])
-	case m.kind != msgBye && m.path >= paths:
+	case m.kind != msgBye && m.kind != msgBell && m.path >= paths:
 		return ctlMsg{}, fmt.Errorf("%v message for path %d of %d", m.kind, m.path, paths)
 	case ctlHeader+n > len(b):
 		return ctlMsg{}, fmt.Errorf("%v message claims %d bytes of endpoint, has %d", m.kind, n, len(b)-ctlHeader)
@@ -214,6 +218,22 @@ func (c *Conn) postCtlLocked(l *lane, m ctlMsg) {
 	}
 }
 
+// ringBellLocked tells the peer that a final has landed, on the first
+// lane with a free send slot. A lane with none has messages on their way,
+// which wake the peer as well; a bell is never queued.
+func (c *Conn) ringBellLocked() {
+	if c.ctl.down {
+		return
+	}
+	for _, l := range c.ctl.lanes {
+		if !l.down && len(l.free) > 0 && len(l.pending) == 0 {
+			c.postCtlLocked(l, ctlMsg{kind: msgBell})
+			c.counters.bells++
+			return
+		}
+	}
+}
+
 // sendCtl is sendCtlLocked for goroutines that do not hold the lock.
 func (c *Conn) sendCtl(m ctlMsg) error {
 	c.mu.Lock()
@@ -254,6 +274,9 @@ func (c *Conn) ctlCompletionLocked(now int64, l *lane, wc *verbs.WC) {
 	if err != nil {
 		c.log.Warn("cell driver: malformed control message", "peer", c.cfg.Peer, "lane", l.idx, "err", err)
 		return
+	}
+	if m.kind == msgBell {
+		return // it woke the progress goroutine: all it is for
 	}
 	if m.seq != c.ctl.next {
 		return // a slower lane's copy of a message taken already

@@ -45,3 +45,38 @@ func TestIdleConnectionParks(t *testing.T) {
 		})
 	}
 }
+
+// A connection with only receives posted rests too (a communicator keeps
+// receives posted for good), and what they wait for still wakes it: the
+// cells of a range by their completions, and a range's final, which
+// signals nothing, by the bell its sender rings once it has landed. An
+// empty range is a final alone. The rest is made unbounded here, so that
+// only the bell can end it.
+func TestReceivingConnectionParks(t *testing.T) {
+	defer func(d time.Duration) { recvPark = d }(recvPark)
+	recvPark = time.Hour
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			pr := newPair(t, p, testConfig())
+			ctx := bounded(t)
+			src, dst := pr.a.region(1<<20), pr.b.region(1<<20)
+			for _, n := range []int{0, 1 << 20, 0} {
+				r, err := pr.b.conn.Recv(dst, 0, 1<<20)
+				require.NoError(t, err)
+				require.Eventually(t, func() bool {
+					st := pr.b.conn.Stats()
+					return st.Parked && st.InFlight == 1
+				}, testTimeout/2, time.Millisecond, "B parks with a receive posted")
+				bells := pr.a.conn.Stats().Bells
+				s, err := pr.a.conn.Send(src, 0, n)
+				require.NoError(t, err)
+				_, err = s.Wait(ctx)
+				require.NoError(t, err)
+				got, err := r.Wait(ctx)
+				require.NoError(t, err, "a range of %d bytes", n)
+				require.Equal(t, n, got)
+				require.Greater(t, pr.a.conn.Stats().Bells, bells, "the final was followed by a bell")
+			}
+		})
+	}
+}

@@ -126,6 +126,12 @@ func (c *Conn) keepaliveLocked(now int64) {
 		if p.closed || p.resetting || p.probing || now-p.lastSeen < int64(keepaliveIdle) {
 			continue
 		}
+		if probed && c.ops.sends == 0 {
+			// A receiver that sends nothing learns of a vanished peer
+			// from any one path: one probe a round keeps a parked
+			// connection nearly still.
+			break
+		}
 		p.lastSeen, probed = now, true
 		wr := &c.wr
 		*wr = verbs.SendWR{ID: keepaliveWRID(p.idx), Opcode: verbs.OpWrite, Flags: verbs.Signaled,

@@ -15,20 +15,31 @@ import (
 // completion ends the wait at once, and records written into the rings,
 // which signal nothing, are found within the backoff. With nothing in
 // flight it parks in the CQ without a timeout until a completion comes
-// (a cell, a control message) or a caller posts a range. spinFor matches
-// the shm provider's doze: while a goroutine polls a QP's CQ, the QP's
-// engine leaves the peer's requests to it and looks only that often.
+// (a cell, a control message) or a caller posts a range. With only
+// receives in flight it polls for recvLinger after the last progress and
+// then parks too, waking at least every keepaliveIdle: what a receive
+// waits for wakes it, cells by their completions and its final by the
+// bell the peer rings once the final has landed (msgBell). A
+// communicator keeps receives posted on its control connections for
+// good, and they would otherwise never let it rest. spinFor matches the
+// shm provider's doze: while a goroutine polls a QP's CQ, the QP's engine
+// leaves the peer's requests to it and looks only that often.
 const (
 	spinFor    = 200 * time.Microsecond
 	minBackoff = 50 * time.Microsecond
 	maxBackoff = 2 * time.Millisecond
 	byeTimeout = 250 * time.Millisecond
+	recvLinger = 5 * time.Millisecond
 	// keepaliveIdle is how long a path may show nothing (no completion,
 	// no token) while ranges are in flight before it is probed. A
 	// receiver whose peer vanished could otherwise wait forever: providers
 	// fail only what is posted, and it may post nothing.
 	keepaliveIdle = time.Second
 )
+
+// recvPark bounds how long a connection with only receives in flight
+// rests before it looks at its paths (a variable for the tests).
+var recvPark = keepaliveIdle
 
 // now reads the clock.
 func (c *Conn) now() int64 { return c.cfg.Clock() }
@@ -47,7 +58,8 @@ func (c *Conn) run() {
 		work := c.stepLocked()
 		work = work || c.kicked
 		c.kicked = false
-		active := c.ops.live() > 0 || c.recordsOutLocked()
+		active := c.ops.sends > 0 || c.recordsOutLocked()
+		recvs := c.ops.recvs > 0
 		deadline := c.deadline
 		c.mu.Unlock()
 
@@ -55,12 +67,21 @@ func (c *Conn) run() {
 			last, backoff = time.Now(), minBackoff
 			continue
 		}
-		if !active {
-			c.wait(0, true)
+		if !active && (!recvs || time.Since(last) >= recvLinger) {
+			d := time.Duration(0)
+			if recvs {
+				d = recvPark
+				if deadline != 0 {
+					d = max(min(d, time.Duration(deadline-c.now())), time.Microsecond)
+				}
+			}
+			c.wait(d, true)
 			last, backoff = time.Now(), minBackoff
-			c.mu.Lock()
-			c.touchPathsLocked(c.now()) // idle paths said nothing for a reason
-			c.mu.Unlock()
+			if !recvs {
+				c.mu.Lock()
+				c.touchPathsLocked(c.now()) // idle paths said nothing for a reason
+				c.mu.Unlock()
+			}
 			continue
 		}
 
@@ -149,6 +170,9 @@ func (c *Conn) completionsLocked(now int64, wcs []verbs.WC) {
 		if wc.Status == verbs.StatusSuccess && wc.Opcode != verbs.OpRecvWriteImm {
 			if wc.ID&(wrKindMask|wrWatched) == wrKindRecord|wrWatched {
 				c.paths[q].records.drop(1) // RC completes a QP's requests in order
+				if wc.ID&wrBell != 0 {
+					c.ringBellLocked()
+				}
 			}
 			continue // a send done: the tokens say more
 		}
@@ -167,8 +191,9 @@ func (c *Conn) pathOf(qpn uint32) int {
 	return -1
 }
 
-// wait blocks in the CQ for at most d (until woken if park), until a
-// completion comes, a caller kicks or the connection ends. Completions it
+// wait blocks in the CQ for at most d (no limit if 0), until a completion
+// comes, a caller kicks or the connection ends; park says the connection
+// rests meanwhile. Completions it
 // receives are handled before it returns. Waiting in the CQ rather than
 // sleeping matters: on some providers (shm) a goroutine polling its CQ is
 // what executes the peer's requests that need this end.
@@ -180,7 +205,6 @@ func (c *Conn) wait(d time.Duration, park bool) {
 		return
 	}
 	if park {
-		d = 0
 		c.parked = true
 		c.counters.parks++
 	}

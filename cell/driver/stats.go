@@ -8,7 +8,7 @@ type counters struct {
 	resetsStarted, resets      uint64
 	resetsAgain                uint64
 	dead                       uint64
-	parks, keepalives          uint64
+	parks, keepalives, bells   uint64
 }
 
 // Stats is a snapshot of a connection.
@@ -31,8 +31,9 @@ type Stats struct {
 	Parks  uint64
 	Parked bool
 	// Keepalives counts the rounds of probes sent because ranges were in
-	// flight and nothing completed for a while.
-	Keepalives uint64
+	// flight and nothing completed for a while; Bells the finals followed
+	// by a bell (see Conn).
+	Keepalives, Bells uint64
 	// InFlight is the number of ranges outstanding, queued included.
 	InFlight int
 }
@@ -64,6 +65,7 @@ func (c *Conn) Stats() Stats {
 		Parks:         c.counters.parks,
 		Parked:        c.parked,
 		Keepalives:    c.counters.keepalives,
+		Bells:         c.counters.bells,
 		InFlight:      c.ops.live() + len(c.sendQ) + len(c.recvQ),
 		Paths:         make([]PathStats, len(c.paths)),
 	}
