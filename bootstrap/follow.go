@@ -22,6 +22,7 @@ func (j *Job) startFollowing(ctx context.Context) error {
 	j.mu.Lock()
 	j.state.resync(resp.Kvs)
 	j.mu.Unlock()
+	j.activity.applied.Store(resp.Header.Revision)
 	j.wg.Add(1)
 	go j.follow(resp.Header.Revision + 1)
 	return nil
@@ -37,6 +38,7 @@ func (j *Job) follow(rev int64) {
 		if j.ctx.Err() != nil {
 			return
 		}
+		j.activity.watchRestarts.Add(1)
 		if err != nil {
 			j.degrade(err)
 		}
@@ -61,6 +63,7 @@ func (j *Job) watchFrom(rev int64) (int64, error) {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(j.ctx))
 	defer cancel()
 	for resp := range j.cli.Watch(ctx, j.keys.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		j.activity.watchResponses.Add(1)
 		if resp.CompactRevision != 0 {
 			return j.relist()
 		}
@@ -82,6 +85,7 @@ func (j *Job) watchFrom(rev int64) (int64, error) {
 		}
 		j.state.notify()
 		j.mu.Unlock()
+		j.activity.applied.Store(rev - 1)
 	}
 	return rev, nil
 }
@@ -96,5 +100,6 @@ func (j *Job) relist() (int64, error) {
 	j.state.resync(resp.Kvs)
 	j.state.notify()
 	j.mu.Unlock()
+	j.activity.applied.Store(resp.Header.Revision)
 	return resp.Header.Revision + 1, nil
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -128,6 +129,7 @@ type Job struct {
 	barrierGen map[string]int64
 
 	degradeOnce sync.Once
+	activity    activity
 	closeOnce   sync.Once
 	closeErr    error
 }
@@ -339,4 +341,39 @@ func (j *Job) leave(ctx context.Context) error {
 		return fmt.Errorf("bootstrap: job %q rank %d: remove job keys: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
 	return nil
+}
+
+// Activity counts what woke this rank's background goroutines since Join.
+// Once the ranks have connected, a job whose membership does not change
+// should only ever renew its lease: a rank that is idle in etcd terms
+// wakes up once per renewal (about every third of the lease TTL) and for
+// nothing else.
+type Activity struct {
+	// Renewals counts the lease renewals etcd confirmed. It also measures
+	// time in the units that matter to liveness: three renewals span
+	// about one lease TTL.
+	Renewals uint64
+	// WatchResponses counts the responses of the watch on the job's keys,
+	// each a wake-up of the goroutine that follows the job, whether or
+	// not it carried a change.
+	WatchResponses uint64
+	// WatchRestarts counts the watches started again after one ended.
+	WatchRestarts uint64
+}
+
+// activity is the live form of Activity.
+type activity struct {
+	renewals, watchResponses, watchRestarts atomic.Uint64
+	// applied is the etcd revision up to which the state follows the job,
+	// so that tests can tell when every change has arrived.
+	applied atomic.Int64
+}
+
+// Activity returns what woke this rank's background goroutines so far.
+func (j *Job) Activity() Activity {
+	return Activity{
+		Renewals:       j.activity.renewals.Load(),
+		WatchResponses: j.activity.watchResponses.Load(),
+		WatchRestarts:  j.activity.watchRestarts.Load(),
+	}
 }

@@ -18,6 +18,7 @@ func (j *Job) keepAlive() {
 	}
 	for range ch {
 		// Each answer is a renewal; only the channel's end is news.
+		j.activity.renewals.Add(1)
 	}
 	if j.ctx.Err() == nil {
 		j.degrade(errors.New("lease keepalive stopped: etcd unreachable or lease expired"))

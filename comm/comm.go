@@ -244,14 +244,20 @@ func (c *Comm) wait(ctx context.Context, h *Handle) (int, error) {
 	n, err := h.Wait(ctx)
 	p := h.p
 	p.mu.Lock()
-	if h.done() {
+	done := h.done()
+	if done {
 		n, err = h.n, h.err
 	} else {
 		h.cancelLocked(err)
 	}
 	h.recycleLocked()
 	p.mu.Unlock()
-	p.wake()
+	if !done {
+		// A receive given up may owe the peer a NACK, which the pump
+		// sends. A completed handle leaves it nothing to do, and waking
+		// it would cost every blocking call a spurious wake-up.
+		p.wake()
+	}
 	return n, err
 }
 
@@ -283,7 +289,7 @@ func (c *Comm) idle() bool {
 			return false
 		}
 		for _, l := range []link{p.ctl, p.bulk} {
-			if l != nil && !l.parked() {
+			if l != nil && !l.progress().Parked {
 				return false
 			}
 		}

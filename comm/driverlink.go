@@ -31,4 +31,7 @@ func (l driverLink) close() error { return l.c.Close() }
 
 func (l driverLink) err() error { return l.c.Err() }
 
-func (l driverLink) parked() bool { return l.c.Stats().Parked }
+func (l driverLink) progress() linkProgress {
+	st := l.c.Stats()
+	return linkProgress{Parked: st.Parked, Parks: st.Parks, Keepalives: st.Keepalives}
+}

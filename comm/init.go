@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/cell/driver"
@@ -100,6 +101,10 @@ func overlay(env, o Options) Options {
 // start does the work of Init.
 func (w *world) start(ctx context.Context) error {
 	o := &w.opts
+	// Each phase's time is logged at debug level: where setup time goes
+	// differs with the world size and the load of the machine.
+	t0 := time.Now()
+	phase := func(name string) { w.log.Debug("init: "+name, "after", time.Since(t0).Round(time.Microsecond)) }
 	job, err := bootstrap.Join(ctx, bootstrap.Config{
 		Client:       o.Etcd,
 		Job:          o.Job,
@@ -115,10 +120,12 @@ func (w *world) start(ctx context.Context) error {
 	}
 	w.job = job
 	w.host = job.Self().Host
+	phase("joined")
 	members, err := job.WaitWorld(ctx)
 	if err != nil {
 		return err
 	}
+	phase("world complete")
 	w.peers = make([]*peer, w.size)
 	for r, m := range members {
 		p := newPeer(w, r)
@@ -139,12 +146,15 @@ func (w *world) start(ctx context.Context) error {
 	if err := w.connect(ctx); err != nil {
 		return err
 	}
+	phase("connected")
 	if err := job.Barrier(ctx, "comm/setup"); err != nil {
 		return err
 	}
+	phase("setup barrier passed")
 	if err := w.greet(ctx); err != nil {
 		return err
 	}
+	phase("greeted")
 	for _, p := range w.peers {
 		if !p.self {
 			w.wg.Add(1)

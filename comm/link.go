@@ -19,9 +19,17 @@ type link interface {
 	close() error
 	// err is the link's terminal failure, nil while it works.
 	err() error
-	// parked reports that the link's progress goroutine is parked, using
-	// no CPU.
-	parked() bool
+	// progress tells how the link's progress goroutine waits.
+	progress() linkProgress
+}
+
+// linkProgress is how a link's progress goroutine waits: Parked says it is
+// parked now, using no CPU; Parks counts the times it parked, so a count
+// that does not move while Parked holds means it never woke up; Keepalives
+// counts the rounds of probes it sent because ranges were outstanding.
+type linkProgress struct {
+	Parked            bool
+	Parks, Keepalives uint64
 }
 
 // op is a range in flight on a link.

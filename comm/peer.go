@@ -29,6 +29,10 @@ type peer struct {
 	gone   chan struct{} // closed when the bootstrap reported the rank gone
 	downCh chan struct{} // closed when the links went down
 	parked atomic.Bool   // the pump waits with nothing to do
+	// wakes counts the pump's returns from its wait. Nothing but a
+	// completed range, a post or a failure wakes it, so an idle
+	// communicator's count stands still (see TestIdleParks).
+	wakes atomic.Uint64
 
 	mu sync.Mutex
 	// err fails every operation that involves the peer.
@@ -179,6 +183,13 @@ func (p *peer) cancelWhereLocked(err error, match func(*Handle) bool) {
 func (p *peer) run() {
 	defer close(p.exited)
 	for {
+		// The pass below sees everything done before a kick that is
+		// already waiting, so that kick is spent: taking it now keeps it
+		// from waking the pump once more for nothing.
+		select {
+		case <-p.kick:
+		default:
+		}
 		p.mu.Lock()
 		p.reapLocked()
 		p.progressLocked()
@@ -220,6 +231,7 @@ func (p *peer) run() {
 		case <-p.kick:
 		}
 		p.parked.Store(false)
+		p.wakes.Add(1)
 	}
 }
 
