@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"math"
 	"syscall"
 	"testing"
 	"time"
@@ -120,6 +121,11 @@ func TestIdleParks(t *testing.T) {
 			cpu, wall := cpuTime(t)-cpu0, time.Since(wall0)
 			t.Logf("CPU time of %d idle ranks (and the embedded etcd) over %v: %v", len(comms), wall.Round(time.Millisecond), cpu)
 
+			// A link keeps the receives of its stream posted, so its
+			// connection rests between looks at its paths, at most once a
+			// second, and wakes for the probe it then sends and for its
+			// peer's: a few wake-ups a second, never a busy poll.
+			limit := 4*uint64(math.Ceil(wall.Seconds())) + 4
 			for r, c := range comms {
 				after := snapshotIdle(c)
 				t.Logf("rank %d: bootstrap over the window: %d renewals, %d watch responses",
@@ -131,23 +137,14 @@ func TestIdleParks(t *testing.T) {
 					assert.Equal(t, before[r].wakes[q], after.wakes[q], "rank %d: the pump of peer %d woke up while idle", r, q)
 					for i, name := range []string{"control", "bulk"} {
 						b, a := before[r].links[q][i], after.links[q][i]
-						if !b.Parked {
-							// Not ours to assert: see the skip below.
-							t.Logf("rank %d peer %d: the %s link never parked; %d keepalive rounds in the window",
-								r, q, name, a.Keepalives-b.Keepalives)
-							continue
-						}
-						assert.True(t, a.Parked, "rank %d peer %d: the %s link no longer parked", r, q, name)
-						assert.Equal(t, b.Parks, a.Parks, "rank %d peer %d: the %s link woke up while idle", r, q, name)
+						t.Logf("rank %d peer %d: the %s link woke %d times, %d keepalive rounds", r, q, name, a.Parks-b.Parks, a.Keepalives-b.Keepalives)
+						assert.True(t, b.Parked, "rank %d peer %d: the %s link rests when the window opens", r, q, name)
+						assert.LessOrEqual(t, a.Parks-b.Parks, limit, "rank %d peer %d: the %s link woke up %d times in %v idle", r, q, name, a.Parks-b.Parks, wall)
 					}
 				}
 			}
 			for _, c := range comms {
-				if !c.idle() {
-					t.Skipf("rank %d: the peers' goroutines are parked, but the cell connections' are not: "+
-						"cell/driver counts the receives the control streams keep posted as ranges in flight, "+
-						"so it polls them (a wait of at most 2 ms, again and again) and sends keepalives", c.Rank())
-				}
+				require.Eventually(t, c.idle, testTimeout/2, time.Millisecond, "rank %d: every goroutine of the communicator rests", c.Rank())
 			}
 		})
 	}
