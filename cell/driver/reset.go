@@ -96,7 +96,14 @@ func (c *Conn) resetWorker(ctx context.Context, cancel context.CancelFunc, p *pa
 	// The bound is for the whole attempt, the QP's transitions included.
 	defer cancel()
 	quiet := false
-	err := sleep(ctx, wait)
+	var err error
+	if wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+	}
 	if err == nil {
 		quiet, err = c.reconnect(ctx, p, gen, inbox, refill)
 	}
@@ -125,21 +132,6 @@ func (c *Conn) resetWorker(ctx context.Context, cancel context.CancelFunc, p *pa
 	c.resetDone = append(c.resetDone, resetResult{path: p.idx, gen: gen, err: err, again: again})
 	c.kickLocked()
 	c.mu.Unlock()
-}
-
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // reconnect takes p's QP through a new incarnation with the peer. quiet
