@@ -234,6 +234,18 @@ func (c *Conn) ringBellLocked() {
 	}
 }
 
+// ctlOutLocked reports whether a control message (a bell, say) has not
+// completed yet: resting before it does would only wake for its
+// completion.
+func (c *Conn) ctlOutLocked() bool {
+	for _, l := range c.ctl.lanes {
+		if !l.down && len(l.free) < c.lay.ctlSlots {
+			return true
+		}
+	}
+	return false
+}
+
 // sendCtl is sendCtlLocked for goroutines that do not hold the lock.
 func (c *Conn) sendCtl(m ctlMsg) error {
 	c.mu.Lock()

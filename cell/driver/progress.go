@@ -58,7 +58,7 @@ func (c *Conn) run() {
 		work := c.stepLocked()
 		work = work || c.kicked
 		c.kicked = false
-		active := c.ops.sends > 0 || c.recordsOutLocked()
+		active := c.ops.sends > 0 || c.recordsOutLocked() || c.ctlOutLocked()
 		recvs := c.ops.recvs > 0
 		deadline := c.deadline
 		c.mu.Unlock()

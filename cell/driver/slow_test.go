@@ -29,6 +29,10 @@ func TestAdaptiveAvoidsSlowPath(t *testing.T) {
 			// pipe that moves as much as paths slowed by a loaded machine,
 			// and placing cells on it is then right.
 			cfg.Engine.RecvDepth = 4
+			// And cells of a fixed size: sized from the bandwidth-delay
+			// product, the delayed path's cells grow with its delay, and
+			// four of them make it a fat pipe again.
+			cfg.CellSize = 64 << 10
 			pr := newPair(t, p, cfg)
 			ctx := bounded(t)
 			stream(ctx, t, pr.a, pr.b, 16<<20, rangeLen, 4, -1, nil)
