@@ -93,6 +93,8 @@ func TestResetStartsOverWhenConnectingFails(t *testing.T) {
 			cfg := testConfig()
 			// Only the injected faults reset paths.
 			cfg.Engine.MinSoftTimeout = 5 * time.Second
+			// Round robin, so that the path readmitted surely carries cells.
+			cfg.Policy = "spray"
 			pr := newPair(t, p, cfg)
 			ctx := bounded(t)
 			const q = 2

@@ -196,6 +196,13 @@ func TestBothWaysMixedSizes(t *testing.T) {
 			for err := range errs {
 				t.Error(err)
 			}
+			// Every final was followed by a bell on a control lane, and
+			// none of that traffic may have cost a lane.
+			for _, e := range ends {
+				for _, l := range e.conn.ctl.lanes {
+					require.False(t, l.down, "%s: control lane %d failed", e.name, l.idx)
+				}
+			}
 		})
 	}
 }

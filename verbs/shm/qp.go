@@ -325,8 +325,9 @@ func (q *QP) stopEngine(mode int32) {
 func (q *QP) flushSends() {
 	for h, t := q.sq.head.Load(), q.sq.tail.Load(); h != t; h++ {
 		s := q.sq.slot(h)
-		q.sendCQ.Push(verbs.WC{ID: s.id, Status: verbs.StatusWRFlush, Opcode: s.op, QPN: q.num})
-		q.sq.head.Store(h + 1)
+		wc := verbs.WC{ID: s.id, Status: verbs.StatusWRFlush, Opcode: s.op, QPN: q.num}
+		q.sq.head.Store(h + 1) // freed before it is seen, as in complete
+		q.sendCQ.Push(wc)
 	}
 }
 

@@ -300,13 +300,17 @@ func (e *engine) publish(l *link, d desc) {
 	l.pair.postRequest(e.seq, d)
 }
 
-// complete retires the head request successfully.
+// complete retires the head request successfully. The slot is freed
+// before its completion is out: a poster that reuses the slot as soon as
+// it sees the completion must not find the queue still full.
 func (e *engine) complete(s *sendSlot) {
 	q := e.q
-	if s.flags&verbs.Signaled != 0 {
-		q.sendCQ.Push(verbs.WC{ID: s.id, Status: verbs.StatusSuccess, Opcode: s.op, ByteLen: uint32(s.total), QPN: q.num})
-	}
+	signaled := s.flags&verbs.Signaled != 0
+	wc := verbs.WC{ID: s.id, Status: verbs.StatusSuccess, Opcode: s.op, ByteLen: uint32(s.total), QPN: q.num}
 	q.sq.head.Add(1)
+	if signaled {
+		q.sendCQ.Push(wc)
+	}
 }
 
 // fail completes the head request with st, moves the QP to ERR, flushes
@@ -326,8 +330,9 @@ func (e *engine) fail(st verbs.Status, cause error) {
 	if h := q.sq.head.Load(); h != q.sq.tail.Load() {
 		s := q.sq.slot(h)
 		id = s.id
-		q.sendCQ.Push(verbs.WC{ID: s.id, Status: st, Opcode: s.op, QPN: q.num})
-		q.sq.head.Add(1)
+		wc := verbs.WC{ID: s.id, Status: st, Opcode: s.op, QPN: q.num}
+		q.sq.head.Add(1) // freed before it is seen, as in complete
+		q.sendCQ.Push(wc)
 	}
 	q.flushSends()
 	if e.haveRecv {
