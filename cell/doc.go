@@ -86,6 +86,19 @@
 // names the peer and why each path was closed, and later inputs fail the
 // same way. The peer's driver sees the closed QPs as PathDead there.
 //
+// A soft timeout may mean a path slow rather than broken: a NIC shared
+// by many connections, a link held by PFC. Were every attempt judged by
+// the same clock, a cell that needs longer than T_soft would be given up
+// on every path, for ever, and never yield the RTT sample that would
+// teach the estimates. So, as TCP backs off its RTO, each soft-timeout
+// give-up doubles a back-off factor of the path (kept through its reset)
+// and one of the cell that timed out (carried to wherever it is posted
+// next); a copy at the head of a path may wait T_soft times the larger
+// of the two, at most MaxSoftBackoff. An RTT sample on the path clears
+// the path's factor: the estimates then hold its real RTT. Tokens name
+// their path and copy, so no sample is ambiguous, as a retransmitted
+// TCP segment's is (Karn's rule).
+//
 // # Quarantine of late copies
 //
 // A path given up for being slow, not dead, may still deliver the copies

@@ -72,7 +72,7 @@ func New(cfg Config) (*Engine, error) {
 		gmask:  uint32(cfg.MaxRanges - 1),
 	}
 	for i := range e.paths {
-		e.paths[i].init(i, cfg.RecvDepth, int64(cfg.InitialRTT), int64(cfg.MinSoftTimeout), 0)
+		e.paths[i].init(i, cfg.RecvDepth, int64(cfg.InitialRTT), int64(cfg.MinSoftTimeout), int64(cfg.MaxSoftBackoff), 0)
 	}
 	e.snd.init(cfg)
 	e.rcv.init(cfg)
@@ -299,8 +299,16 @@ func (e *Engine) Tick(now int64) {
 		}
 		c := p.at(0)
 		waited := e.now - max(c.sentAt, p.progress)
-		e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
-			Err: fmt.Errorf("%w: no token for %v, T_soft %v", ErrSoftTimeout, time.Duration(waited), time.Duration(p.est.softTimeout()))})
+		err := &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
+			Err: fmt.Errorf("%w: no token for %v, T_soft %v stretched to %v", ErrSoftTimeout,
+				time.Duration(waited), time.Duration(p.est.softTimeout()), time.Duration(p.timeout(c)))}
+		// As TCP backs its RTO off (RFC 6298, 5.5), the next attempts get
+		// twice as long, on this path and for this cell wherever it goes:
+		// the path may be slow rather than broken, and then only a longer
+		// clock lets a cell land and the estimates learn the real RTT.
+		bumpBackoff(&p.backoff, p.maxBackoff)
+		bumpBackoff(&e.snd.tq.at(c.id).timeouts, p.maxBackoff)
+		e.giveUp(p, err)
 		if e.err != nil {
 			return
 		}

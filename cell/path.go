@@ -40,10 +40,15 @@ type PathInfo struct {
 	// acknowledged by a token or cleared by a reset.
 	Cells int
 	Bytes int64
-	// SRTT and RTTVar are the smoothed RTT and its mean deviation;
-	// SoftTimeout is T_soft. Before the first sample they derive from
-	// Config.InitialRTT.
-	SRTT, RTTVar, SoftTimeout time.Duration
+	// SRTT and RTTVar are the smoothed RTT and its mean deviation. Before
+	// the first sample they derive from Config.InitialRTT.
+	SRTT, RTTVar time.Duration
+	// SoftTimeout is how long the path's oldest copy may go without a
+	// token: T_soft times Backoff (a cell that has timed out before may
+	// get longer still). Backoff is the path's soft-timeout back-off
+	// factor, 1 until a soft timeout gives the path up.
+	SoftTimeout time.Duration
+	Backoff     int
 	// Delay is the smoothed RTT less the time each sample waited behind
 	// the bytes posted before it on the path: what a cell would take on
 	// the path were it empty. Unlike SRTT it does not grow with the
@@ -67,6 +72,9 @@ type copyRec struct {
 	n      int64
 	ahead  int64  // bytes outstanding on the path when it was posted
 	batch  uint64 // the Ready batch it went out in
+	// backoff is the cell's back-off shift when posted: how many of its
+	// earlier copies were given up for a soft timeout.
+	backoff uint8
 }
 
 // path is the engine's state of one QP. Its copy queue holds, in posting
@@ -85,7 +93,15 @@ type path struct {
 	// admission); a copy queued behind others is late only relative to it.
 	progress int64
 	est      estimator
-	cause    error
+	// backoff is the path's soft-timeout back-off shift: T_soft is
+	// stretched by 2^backoff, at most maxBackoff. It survives the path's
+	// reset, unlike its estimates: the first attempt after a give-up must
+	// not be judged by the clock that just proved too short. An RTT
+	// sample clears it, since the estimates then hold the path's real
+	// time.
+	backoff    uint8
+	maxBackoff int64
+	cause      error
 	// quiet says a down path's old incarnation is gone at both ends:
 	// nothing posted on it can land any more, though it is not back.
 	quiet bool
@@ -100,8 +116,9 @@ type path struct {
 	cellsPosted, bytesPosted uint64
 }
 
-func (p *path) init(idx, depth int, initialRTT, floor int64, now int64) {
+func (p *path) init(idx, depth int, initialRTT, floor, maxBackoff int64, now int64) {
 	p.idx = idx
+	p.maxBackoff = maxBackoff
 	p.copies = make([]copyRec, depth)
 	p.refill = make([]verbs.RecvWR, depth)
 	p.repost = make([]verbs.RecvWR, depth)
@@ -162,7 +179,34 @@ func (p *path) deadline() int64 {
 	if p.state != PathUp || p.n == 0 {
 		return 0
 	}
-	return max(p.at(0).sentAt, p.progress) + p.est.softTimeout()
+	c := p.at(0)
+	return max(c.sentAt, p.progress) + p.timeout(c)
+}
+
+// timeout is how long copy c may wait for its token once at the head of
+// the path: T_soft stretched by the larger of the path's and the cell's
+// back-off. The cell's counts too because a re-posted cell lands on a
+// path that has not timed out yet, maybe no faster than the last: were it
+// judged by that path's fresh clock, a cell longer than the floor would
+// be given up on every path in turn before any back-off built up.
+func (p *path) timeout(c *copyRec) int64 {
+	return p.est.softTimeout() * backoffFactor(max(p.backoff, c.backoff), p.maxBackoff)
+}
+
+// backoffFactor is 2^shift, at most limit.
+func backoffFactor(shift uint8, limit int64) int64 {
+	if shift >= 62 {
+		return limit
+	}
+	return min(int64(1)<<shift, limit)
+}
+
+// bumpBackoff doubles a back-off shift, up to the first that reaches
+// limit.
+func bumpBackoff(shift *uint8, limit int64) {
+	if backoffFactor(*shift, limit) < limit {
+		*shift++
+	}
 }
 
 // refillChain links the path's whole refill storage.
@@ -184,7 +228,8 @@ func (p *path) info() PathInfo {
 		Bytes:       p.bytes,
 		SRTT:        time.Duration(p.est.srtt),
 		RTTVar:      time.Duration(p.est.rttvar),
-		SoftTimeout: time.Duration(p.est.softTimeout()),
+		SoftTimeout: time.Duration(p.est.softTimeout() * backoffFactor(p.backoff, p.maxBackoff)),
+		Backoff:     int(backoffFactor(p.backoff, p.maxBackoff)),
 		Delay:       time.Duration(p.est.delay),
 		Bandwidth:   p.est.bw,
 		Samples:     p.est.samples,

@@ -143,6 +143,16 @@ func (e *Engine) Token(now int64, t Token) {
 			p.est.rate(bytes, e.now-start)
 			p.est.minimum(rtt, rec.n)
 			p.est.sampleDelay(rtt, rec.ahead)
+			// Karn's rule keeps TCP's backed-off RTO until a sample that
+			// cannot belong to an earlier transmission. A token names its
+			// path and the copy on it, and a reset path's old tokens are
+			// all fed before it is back: every sample is unambiguous, and
+			// once the estimates have one they cover the path's real RTT.
+			// A late token on a path given up leaves the back-off alone:
+			// its estimates start afresh when it is re-admitted.
+			if p.state == PathUp {
+				p.backoff = 0
+			}
 		}
 		if i == k && nack {
 			e.snd.tq.queue(c)
@@ -326,7 +336,7 @@ func (e *Engine) pump() {
 func (e *Engine) post(p *path, c *cell) {
 	r := e.snd.at(c.rseq)
 	wr := c.build(p.idx, e.cfg.MTU, r.Addr, r.LKey, r.grant.Addr, r.grant.RKey)
-	p.push(copyRec{id: c.id, sentAt: e.now, n: c.n, ahead: p.bytes, batch: e.batch})
+	p.push(copyRec{id: c.id, sentAt: e.now, n: c.n, ahead: p.bytes, batch: e.batch, backoff: c.timeouts})
 	p.credits--
 	p.cellsPosted++
 	p.bytesPosted += uint64(c.n)

@@ -11,6 +11,9 @@ type cell struct {
 	// or made harmless (their path reset or closed).
 	copies   int
 	attempts int
+	// timeouts is the cell's back-off shift: how many of its copies were
+	// at the head of a path given up for a soft timeout.
+	timeouts uint8
 	acked    bool // some copy landed
 	queued   bool // waiting in the re-post queue
 	done     bool // resolved and counted off its range
