@@ -174,6 +174,8 @@ type fabricOpts struct {
 	recvResetLag int64
 	// quiet: both ends get PathQuiet as soon as both QPs are in ERR.
 	quiet bool
+	// reuse: engines to Reset for A and B instead of building new ones.
+	reuse [2]*cell.Engine
 }
 
 type fabric struct {
@@ -226,7 +228,13 @@ func newFabric(o fabricOpts) (*fabric, error) {
 		if pol != nil {
 			cfg.Policy = pol()
 		}
-		e, err := cell.New(cfg)
+		e := o.reuse[i]
+		var err error
+		if e != nil {
+			err = e.Reset(cfg)
+		} else {
+			e, err = cell.New(cfg)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -116,12 +116,15 @@ type path struct {
 	cellsPosted, bytesPosted uint64
 }
 
+// init makes p a new path, reusing the storage it has (Engine.Reset).
 func (p *path) init(idx, depth int, initialRTT, floor, maxBackoff int64, now int64) {
-	p.idx = idx
-	p.maxBackoff = maxBackoff
-	p.copies = make([]copyRec, depth)
-	p.refill = make([]verbs.RecvWR, depth)
-	p.repost = make([]verbs.RecvWR, depth)
+	*p = path{
+		idx:        idx,
+		maxBackoff: maxBackoff,
+		copies:     reuse(p.copies, depth),
+		refill:     reuse(p.refill, depth),
+		repost:     reuse(p.repost, depth),
+	}
 	for i := range p.refill {
 		p.refill[i].ID = recvWRID(idx, i)
 		p.repost[i].ID = recvWRID(idx, depth+i)

@@ -45,11 +45,14 @@ type sender struct {
 }
 
 func (s *sender) init(cfg Config) {
+	*s = sender{
+		tq:        s.tq,
+		ranges:    reuse(s.ranges, cfg.MaxRanges),
+		grants:    reuse(s.grants, cfg.MaxRanges),
+		finals:    reuse(s.finals, cfg.MaxRanges),
+		finalPath: reuse(s.finalPath, cfg.MaxRanges),
+	}
 	s.tq.init(cfg.Window, cfg.FirstCellID)
-	s.ranges = make([]sendRange, cfg.MaxRanges)
-	s.grants = make([]grantSlot, cfg.MaxRanges)
-	s.finals = make([]finalRec, cfg.MaxRanges)
-	s.finalPath = make([]int8, cfg.MaxRanges)
 	for i := range s.finalPath {
 		s.finalPath[i] = -1
 	}

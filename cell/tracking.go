@@ -43,10 +43,13 @@ type tracker struct {
 }
 
 func (t *tracker) init(window int, first uint32) {
-	t.cells = make([]cell, window)
-	t.mask = uint32(window - 1)
-	t.nextSend, t.nextAck = first, first
-	t.repost = make([]uint32, window)
+	*t = tracker{
+		cells:    reuse(t.cells, window),
+		mask:     uint32(window - 1),
+		nextSend: first,
+		nextAck:  first,
+		repost:   reuse(t.repost, window),
+	}
 }
 
 func (t *tracker) at(id uint32) *cell { return &t.cells[id&t.mask] }
