@@ -125,6 +125,15 @@ func reuse[T any](s []T, n int) []T {
 	return s
 }
 
+// resize returns n elements in s's storage if it has room, as they are:
+// for storage written whole before any read.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
 // reuseCap returns an empty slice with room for n, s's storage if it has
 // it. What the old elements point to stays reachable until overwritten,
 // as it does between two batches of one engine.

@@ -121,7 +121,7 @@ func (p *path) init(idx, depth int, initialRTT, floor, maxBackoff int64, now int
 	*p = path{
 		idx:        idx,
 		maxBackoff: maxBackoff,
-		copies:     reuse(p.copies, depth),
+		copies:     resize(p.copies, depth), // written by push before any read
 		refill:     reuse(p.refill, depth),
 		repost:     reuse(p.repost, depth),
 	}
