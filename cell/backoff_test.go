@@ -23,11 +23,11 @@ func slowPathOpts(paths int, maxBackoff int) fabricOpts {
 }
 
 // Without the back-off a cell slower than T_soft is given up on every
-// attempt and never lands. With it, each give-up doubles the time the
-// path and the cell that timed out get next: a cell that has been at the
+// attempt and never lands. With it, each give-up doubles the time the cell
+// that timed out gets on its next attempts: a cell that has been at the
 // head of three paths given up is allowed 8 × the floor, more than it
-// needs, so every cell lands after at most three give-ups, and the RTT
-// sample it gives clears its path's back-off.
+// needs, so every cell lands after at most three give-ups of its own, and
+// its RTT sample teaches the path's estimates.
 func TestSoftTimeoutBackoff(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -40,7 +40,7 @@ func TestSoftTimeoutBackoff(t *testing.T) {
 		{"one path", 1, 1, 0, true},
 		{"four paths, no back-off", 4, 4, 1, false},
 		// The re-posts move from path to path (the first path re-admitted
-		// takes them all); the cell's back-off moves with each.
+		// takes them all); each cell's back-off moves with it.
 		{"four paths", 4, 4, 0, true},
 		{"back-off bounded below the need", 1, 1, 4, false},
 	} {
@@ -69,45 +69,55 @@ func TestSoftTimeoutBackoff(t *testing.T) {
 				if p.Samples == 0 {
 					continue
 				}
-				require.Equal(t, 1, p.Backoff, "path %d: a sample clears the back-off", q)
 				require.Greater(t, p.SoftTimeout, durNS(508*us), "path %d: T_soft has learned the path", q)
 			}
 		})
 	}
 }
 
-// The path's back-off outlives its reset, the cell's follows it to
-// another path, and a path whose cells land again is judged by its
-// estimates alone.
-func TestSoftTimeoutBackoffState(t *testing.T) {
+// The back-off is the cell's: it follows the cell to another path, and
+// the path it timed out on judges its next fresh cell by T_soft alone, so
+// a dead path is found out as fast as ever.
+func TestSoftTimeoutBackoffIsPerCell(t *testing.T) {
 	o := defaultOpts(2)
-	o.cfg.InitialRTT = 20_000
+	o.cfg.InitialRTT = 20_000 // T_soft is the 100 µs floor
+	o.policyA = func() cell.Policy { return &cell.ECMP{} }
 	f := newTestFabric(t, o)
-	// Path 0's first cell is held 1 ms: it is given up at the floor, and
-	// the cell goes to path 1.
+	// Both paths hold cells 150 µs, once each: the first cell is given up
+	// on its path at 100 µs, then lands on the other in 150 µs, within
+	// the 200 µs its back-off allows.
+	held := map[int]bool{}
 	f.hook = func(m *msg) verdict {
-		if m.kind == mCell && m.path == 0 && f.ends[0].e.Stats().GiveUps == 0 {
-			return verdict{delay: ms}
+		if m.kind == mCell && !held[m.path] {
+			held[m.path] = true
+			return verdict{delay: 150 * us}
 		}
 		return verdict{}
 	}
 	f.transfer(0, 16<<10, true)
 	f.run(50 * ms)
 	require.True(t, f.done())
-	a := f.ends[0].e
-	require.Equal(t, uint64(1), a.Stats().GiveUps)
-	require.Equal(t, 2, a.Path(0).Backoff, "kept through the reset")
-	require.Equal(t, durNS(200*us), a.Path(0).SoftTimeout, "twice the floor")
-	require.Equal(t, 1, a.Path(1).Backoff, "the re-post landed: path 1 never timed out")
+	a := f.ends[0]
+	require.Equal(t, uint64(1), a.e.Stats().GiveUps, "the re-post had twice the time")
+	first := a.posts[0].path
 
-	// The next cell on path 0 lands: its sample clears the back-off.
-	f.hook = nil
-	f.transfer(0, 64<<10, true)
-	settle(t, f)
+	// The next cell goes to the same path (ECMP) and is held again: it is
+	// fresh, so it is given up at the floor, not at twice it.
+	f.hook = func(m *msg) verdict {
+		if m.kind == mCell && m.path == first {
+			return verdict{delay: 150 * us}
+		}
+		return verdict{}
+	}
+	f.transfer(0, 16<<10, true)
+	f.run(f.now + 50*ms)
+	require.True(t, f.done())
 	requireDelivered(t, f)
-	require.Equal(t, uint64(1), a.Stats().GiveUps)
-	require.Positive(t, a.Path(0).Samples)
-	require.Equal(t, 1, a.Path(0).Backoff)
+	require.Equal(t, uint64(2), a.e.Stats().GiveUps)
+	require.Equal(t, first, a.posts[2].path)
+	cause := a.resetCauses[len(a.resetCauses)-1]
+	require.ErrorIs(t, cause, cell.ErrSoftTimeout)
+	require.Contains(t, cause.Error(), "no token for 100µs, T_soft 100µs, 1× for this cell")
 }
 
 func TestMaxSoftBackoffValidated(t *testing.T) {
@@ -115,7 +125,6 @@ func TestMaxSoftBackoffValidated(t *testing.T) {
 		_, err := cell.New(cell.Config{Paths: 1, MaxSoftBackoff: v})
 		require.ErrorIs(t, err, cell.ErrInvalid, "MaxSoftBackoff %d", v)
 	}
-	e, err := cell.New(cell.Config{Paths: 1})
+	_, err := cell.New(cell.Config{Paths: 1, MaxSoftBackoff: 1})
 	require.NoError(t, err)
-	require.Equal(t, 1, e.Path(0).Backoff)
 }

@@ -46,13 +46,13 @@ type Config struct {
 	// MinSoftTimeout is the floor of T_soft (default 1ms), so that a quiet
 	// path with a tiny variance is not given up for ordinary jitter.
 	MinSoftTimeout time.Duration
-	// MaxSoftBackoff bounds the factor T_soft is stretched by after soft
-	// timeouts (default 64; 1 turns the back-off off). Each soft-timeout
-	// give-up doubles the path's factor until an RTT sample comes back on
-	// it, and doubles the allowance of the cell that timed out for its
-	// next attempts: a path slower than the floor (a NIC shared by many
-	// connections, a paused link) is otherwise given up before any of its
-	// cells can land, and then again on every attempt, for ever.
+	// MaxSoftBackoff bounds the factor T_soft is stretched by for a cell
+	// given up on soft timeouts (default 64; 1 turns the back-off off).
+	// Each time a cell's copy at the head of a path is given up on a soft
+	// timeout, the cell's next copies get twice as long, wherever they
+	// are posted: on paths slower than the floor (a NIC shared by many
+	// connections, a link held by PFC) a cell is otherwise given up
+	// before it can land, on every attempt, for ever.
 	MaxSoftBackoff int
 	// Policy places new cells on paths (default: a new Adaptive). A policy
 	// may keep state, so each engine needs its own.

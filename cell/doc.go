@@ -91,13 +91,14 @@
 // the same clock, a cell that needs longer than T_soft would be given up
 // on every path, for ever, and never yield the RTT sample that would
 // teach the estimates. So, as TCP backs off its RTO, each soft-timeout
-// give-up doubles a back-off factor of the path (kept through its reset)
-// and one of the cell that timed out (carried to wherever it is posted
-// next); a copy at the head of a path may wait T_soft times the larger
-// of the two, at most MaxSoftBackoff. An RTT sample on the path clears
-// the path's factor: the estimates then hold its real RTT. Tokens name
-// their path and copy, so no sample is ambiguous, as a retransmitted
-// TCP segment's is (Karn's rule).
+// give-up doubles the time the cell that timed out may take on its next
+// attempts, wherever it is posted, up to MaxSoftBackoff × T_soft. The
+// back-off is the cell's, not the path's: a fresh cell is still judged
+// by T_soft, so a path that is dead rather than slow is found out as
+// fast as before, and once one cell has landed on a slow path its RTT
+// sample has taught the path's estimates. Tokens name their path and
+// copy, so no sample is ambiguous, as a retransmitted TCP segment's is
+// (Karn's rule): every one is taken.
 //
 // # Quarantine of late copies
 //

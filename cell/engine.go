@@ -104,7 +104,7 @@ func (e *Engine) Reset(cfg Config) error {
 		},
 	}
 	for i := range e.paths {
-		e.paths[i].init(i, cfg.RecvDepth, int64(cfg.InitialRTT), int64(cfg.MinSoftTimeout), int64(cfg.MaxSoftBackoff), 0)
+		e.paths[i].init(i, cfg.RecvDepth, int64(cfg.InitialRTT), int64(cfg.MinSoftTimeout), 0)
 	}
 	e.snd.init(cfg)
 	e.rcv.init(cfg)
@@ -150,7 +150,7 @@ func (e *Engine) Ready() *Ready {
 	if !e.drained {
 		var dl int64
 		for i := range e.paths {
-			if d := e.paths[i].deadline(); d != 0 && (dl == 0 || d < dl) {
+			if d := e.paths[i].deadline(e.cfg.MaxSoftBackoff); d != 0 && (dl == 0 || d < dl) {
 				dl = d
 			}
 		}
@@ -344,21 +344,22 @@ func (e *Engine) Tick(now int64) {
 	}
 	for i := range e.paths {
 		p := &e.paths[i]
-		dl := p.deadline()
+		dl := p.deadline(e.cfg.MaxSoftBackoff)
 		if dl == 0 || e.now < dl {
 			continue
 		}
 		c := p.at(0)
 		waited := e.now - max(c.sentAt, p.progress)
 		err := &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
-			Err: fmt.Errorf("%w: no token for %v, T_soft %v stretched to %v", ErrSoftTimeout,
-				time.Duration(waited), time.Duration(p.est.softTimeout()), time.Duration(p.timeout(c)))}
-		// As TCP backs its RTO off (RFC 6298, 5.5), the next attempts get
-		// twice as long, on this path and for this cell wherever it goes:
-		// the path may be slow rather than broken, and then only a longer
-		// clock lets a cell land and the estimates learn the real RTT.
-		bumpBackoff(&p.backoff, p.maxBackoff)
-		bumpBackoff(&e.snd.tq.at(c.id).timeouts, p.maxBackoff)
+			Err: fmt.Errorf("%w: no token for %v, T_soft %v, %d× for this cell", ErrSoftTimeout,
+				time.Duration(waited), time.Duration(p.est.softTimeout()), backoffFactor(c.backoff, e.cfg.MaxSoftBackoff))}
+		// As TCP backs its RTO off (RFC 6298, 5.5), this cell's next
+		// attempts get twice as long, wherever it goes: the path may be
+		// slow rather than broken, and then only a longer clock lets the
+		// cell land and the estimates learn the real RTT. The path's own
+		// clock stays as it is, so that a path that is dead, not slow,
+		// is still found out by the next fresh cell within T_soft.
+		bumpBackoff(&e.snd.tq.at(c.id).timeouts, e.cfg.MaxSoftBackoff)
 		e.giveUp(p, err)
 		if e.err != nil {
 			return

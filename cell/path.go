@@ -40,15 +40,11 @@ type PathInfo struct {
 	// acknowledged by a token or cleared by a reset.
 	Cells int
 	Bytes int64
-	// SRTT and RTTVar are the smoothed RTT and its mean deviation. Before
-	// the first sample they derive from Config.InitialRTT.
-	SRTT, RTTVar time.Duration
-	// SoftTimeout is how long the path's oldest copy may go without a
-	// token: T_soft times Backoff (a cell that has timed out before may
-	// get longer still). Backoff is the path's soft-timeout back-off
-	// factor, 1 until a soft timeout gives the path up.
-	SoftTimeout time.Duration
-	Backoff     int
+	// SRTT and RTTVar are the smoothed RTT and its mean deviation;
+	// SoftTimeout is T_soft (a cell given up before on a soft timeout
+	// gets a multiple of it, see Config.MaxSoftBackoff). Before the first
+	// sample they derive from Config.InitialRTT.
+	SRTT, RTTVar, SoftTimeout time.Duration
 	// Delay is the smoothed RTT less the time each sample waited behind
 	// the bytes posted before it on the path: what a cell would take on
 	// the path were it empty. Unlike SRTT it does not grow with the
@@ -93,15 +89,7 @@ type path struct {
 	// admission); a copy queued behind others is late only relative to it.
 	progress int64
 	est      estimator
-	// backoff is the path's soft-timeout back-off shift: T_soft is
-	// stretched by 2^backoff, at most maxBackoff. It survives the path's
-	// reset, unlike its estimates: the first attempt after a give-up must
-	// not be judged by the clock that just proved too short. An RTT
-	// sample clears it, since the estimates then hold the path's real
-	// time.
-	backoff    uint8
-	maxBackoff int64
-	cause      error
+	cause    error
 	// quiet says a down path's old incarnation is gone at both ends:
 	// nothing posted on it can land any more, though it is not back.
 	quiet bool
@@ -117,13 +105,12 @@ type path struct {
 }
 
 // init makes p a new path, reusing the storage it has (Engine.Reset).
-func (p *path) init(idx, depth int, initialRTT, floor, maxBackoff int64, now int64) {
+func (p *path) init(idx, depth int, initialRTT, floor int64, now int64) {
 	*p = path{
-		idx:        idx,
-		maxBackoff: maxBackoff,
-		copies:     resize(p.copies, depth), // written by push before any read
-		refill:     reuse(p.refill, depth),
-		repost:     reuse(p.repost, depth),
+		idx:    idx,
+		copies: resize(p.copies, depth), // written by push before any read
+		refill: reuse(p.refill, depth),
+		repost: reuse(p.repost, depth),
 	}
 	for i := range p.refill {
 		p.refill[i].ID = recvWRID(idx, i)
@@ -177,37 +164,29 @@ func (p *path) find(id uint32) int {
 	return -1
 }
 
-// deadline is when the oldest outstanding copy becomes late, or 0.
-func (p *path) deadline() int64 {
+// deadline is when the oldest outstanding copy becomes late, or 0: T_soft
+// after it could start to leave, times its cell's back-off, at most
+// maxBackoff.
+func (p *path) deadline(maxBackoff int) int64 {
 	if p.state != PathUp || p.n == 0 {
 		return 0
 	}
 	c := p.at(0)
-	return max(c.sentAt, p.progress) + p.timeout(c)
-}
-
-// timeout is how long copy c may wait for its token once at the head of
-// the path: T_soft stretched by the larger of the path's and the cell's
-// back-off. The cell's counts too because a re-posted cell lands on a
-// path that has not timed out yet, maybe no faster than the last: were it
-// judged by that path's fresh clock, a cell longer than the floor would
-// be given up on every path in turn before any back-off built up.
-func (p *path) timeout(c *copyRec) int64 {
-	return p.est.softTimeout() * backoffFactor(max(p.backoff, c.backoff), p.maxBackoff)
+	return max(c.sentAt, p.progress) + p.est.softTimeout()*backoffFactor(c.backoff, maxBackoff)
 }
 
 // backoffFactor is 2^shift, at most limit.
-func backoffFactor(shift uint8, limit int64) int64 {
+func backoffFactor(shift uint8, limit int) int64 {
 	if shift >= 62 {
-		return limit
+		return int64(limit)
 	}
-	return min(int64(1)<<shift, limit)
+	return min(int64(1)<<shift, int64(limit))
 }
 
 // bumpBackoff doubles a back-off shift, up to the first that reaches
 // limit.
-func bumpBackoff(shift *uint8, limit int64) {
-	if backoffFactor(*shift, limit) < limit {
+func bumpBackoff(shift *uint8, limit int) {
+	if backoffFactor(*shift, limit) < int64(limit) {
 		*shift++
 	}
 }
@@ -231,8 +210,7 @@ func (p *path) info() PathInfo {
 		Bytes:       p.bytes,
 		SRTT:        time.Duration(p.est.srtt),
 		RTTVar:      time.Duration(p.est.rttvar),
-		SoftTimeout: time.Duration(p.est.softTimeout() * backoffFactor(p.backoff, p.maxBackoff)),
-		Backoff:     int(backoffFactor(p.backoff, p.maxBackoff)),
+		SoftTimeout: time.Duration(p.est.softTimeout()),
 		Delay:       time.Duration(p.est.delay),
 		Bandwidth:   p.est.bw,
 		Samples:     p.est.samples,

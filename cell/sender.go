@@ -146,16 +146,6 @@ func (e *Engine) Token(now int64, t Token) {
 			p.est.rate(bytes, e.now-start)
 			p.est.minimum(rtt, rec.n)
 			p.est.sampleDelay(rtt, rec.ahead)
-			// Karn's rule keeps TCP's backed-off RTO until a sample that
-			// cannot belong to an earlier transmission. A token names its
-			// path and the copy on it, and a reset path's old tokens are
-			// all fed before it is back: every sample is unambiguous, and
-			// once the estimates have one they cover the path's real RTT.
-			// A late token on a path given up leaves the back-off alone:
-			// its estimates start afresh when it is re-admitted.
-			if p.state == PathUp {
-				p.backoff = 0
-			}
 		}
 		if i == k && nack {
 			e.snd.tq.queue(c)

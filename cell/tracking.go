@@ -12,7 +12,8 @@ type cell struct {
 	copies   int
 	attempts int
 	// timeouts is the cell's back-off shift: how many of its copies were
-	// at the head of a path given up for a soft timeout.
+	// at the head of a path given up for a soft timeout. Its next copies
+	// may wait 2^timeouts × T_soft (Config.MaxSoftBackoff).
 	timeouts uint8
 	acked    bool // some copy landed
 	queued   bool // waiting in the re-post queue
