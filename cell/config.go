@@ -46,6 +46,14 @@ type Config struct {
 	// MinSoftTimeout is the floor of T_soft (default 1ms), so that a quiet
 	// path with a tiny variance is not given up for ordinary jitter.
 	MinSoftTimeout time.Duration
+	// MaxSoftBackoff bounds the factor T_soft is stretched by for a cell
+	// given up on soft timeouts (default 64; 1 turns the back-off off).
+	// Each time a cell's copy at the head of a path is given up on a soft
+	// timeout, the cell's next copies get twice as long, wherever they
+	// are posted: on paths slower than the floor (a NIC shared by many
+	// connections, a link held by PFC) a cell is otherwise given up
+	// before it can land, on every attempt, for ever.
+	MaxSoftBackoff int
 	// Policy places new cells on paths (default: a new Adaptive). A policy
 	// may keep state, so each engine needs its own.
 	Policy Policy
@@ -84,10 +92,17 @@ func (c *Config) setDefaults() {
 	if c.MinSoftTimeout == 0 {
 		c.MinSoftTimeout = time.Millisecond
 	}
+	if c.MaxSoftBackoff == 0 {
+		c.MaxSoftBackoff = 64
+	}
 	if c.Policy == nil {
 		c.Policy = &Adaptive{}
 	}
 }
+
+// maxSoftBackoff bounds Config.MaxSoftBackoff, far beyond any use, so that
+// a stretched T_soft cannot overflow.
+const maxSoftBackoff = 1 << 16
 
 // maxCell bounds any cell: a scatter-gather element's length is 32 bits.
 const maxCell = 1 << 31
@@ -111,6 +126,8 @@ func (c *Config) validate() error {
 		return bad("MaxRanges", c.MaxRanges, "a power of two in 1..65536")
 	case c.RecvDepth < 1:
 		return bad("RecvDepth", c.RecvDepth, "> 0")
+	case c.MaxSoftBackoff < 1 || c.MaxSoftBackoff > maxSoftBackoff:
+		return bad("MaxSoftBackoff", c.MaxSoftBackoff, fmt.Sprintf("0 (default) or 1..%d", maxSoftBackoff))
 	case c.InitialRTT < 0 || c.MinSoftTimeout < 0:
 		return bad("InitialRTT, MinSoftTimeout", fmt.Sprintf("%v, %v", c.InitialRTT, c.MinSoftTimeout), ">= 0")
 	}

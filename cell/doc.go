@@ -86,6 +86,20 @@
 // names the peer and why each path was closed, and later inputs fail the
 // same way. The peer's driver sees the closed QPs as PathDead there.
 //
+// A soft timeout may mean a path slow rather than broken: a NIC shared
+// by many connections, a link held by PFC. Were every attempt judged by
+// the same clock, a cell that needs longer than T_soft would be given up
+// on every path, for ever, and never yield the RTT sample that would
+// teach the estimates. So, as TCP backs off its RTO, each soft-timeout
+// give-up doubles the time the cell that timed out may take on its next
+// attempts, wherever it is posted, up to MaxSoftBackoff × T_soft. The
+// back-off is the cell's, not the path's: a fresh cell is still judged
+// by T_soft, so a path that is dead rather than slow is found out as
+// fast as before, and once one cell has landed on a slow path its RTT
+// sample has taught the path's estimates. Tokens name their path and
+// copy, so no sample is ambiguous, as a retransmitted TCP segment's is
+// (Karn's rule): every one is taken.
+//
 // # Quarantine of late copies
 //
 // A path given up for being slow, not dead, may still deliver the copies

@@ -64,37 +64,88 @@ type Stats struct {
 // receive chain for every path: the driver posts them while the QPs are in
 // INIT, before connecting them, and drains that Ready before any input.
 func New(cfg Config) (*Engine, error) {
-	cfg.setDefaults()
-	if err := cfg.validate(); err != nil {
+	e := &Engine{}
+	if err := e.Reset(cfg); err != nil {
 		return nil, err
 	}
-	e := &Engine{
+	return e, nil
+}
+
+// Reset makes e the engine of a new connection, in the state New(cfg)
+// returns, reusing the storage it already has where it is large enough.
+// A simulator that opens a connection per flow would otherwise build and
+// collect two engines for each of millions of flows. Everything e handed
+// out before (its Ready, the work requests of its chains and receives)
+// is reused: the driver must be done with the old connection, its QPs
+// included, first. If cfg is invalid, e is left as it was.
+func (e *Engine) Reset(cfg Config) error {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	paths := e.paths
+	if cap(paths) < cfg.Paths {
+		paths = make([]path, cfg.Paths)
+	}
+	paths = paths[:cfg.Paths]
+	credits := cfg.Paths * cfg.RecvDepth
+	*e = Engine{
 		cfg:    cfg,
 		policy: cfg.Policy,
-		paths:  make([]path, cfg.Paths),
-		infos:  make([]PathInfo, cfg.Paths),
+		paths:  paths,
+		infos:  reuse(e.infos, cfg.Paths),
 		gmask:  uint32(cfg.MaxRanges - 1),
+		snd:    e.snd,
+		rcv:    e.rcv,
+		rd: Ready{
+			Recvs:  reuseCap(e.rd.Recvs, cfg.Paths),
+			Resets: reuseCap(e.rd.Resets, cfg.Paths),
+			Posts:  reuseCap(e.rd.Posts, credits),
+			Tokens: reuseCap(e.rd.Tokens, credits),
+			Grants: reuseCap(e.rd.Grants, cfg.MaxRanges),
+			Finals: reuseCap(e.rd.Finals, cfg.MaxRanges),
+			Events: reuseCap(e.rd.Events, 2*cfg.MaxRanges),
+		},
 	}
 	for i := range e.paths {
 		e.paths[i].init(i, cfg.RecvDepth, int64(cfg.InitialRTT), int64(cfg.MinSoftTimeout), 0)
 	}
 	e.snd.init(cfg)
 	e.rcv.init(cfg)
-	credits := cfg.Paths * cfg.RecvDepth
-	e.rd = Ready{
-		Recvs:  make([]RecvPost, 0, cfg.Paths),
-		Resets: make([]Reset, 0, cfg.Paths),
-		Posts:  make([]Post, 0, credits),
-		Tokens: make([]TokenWrite, 0, credits),
-		Grants: make([]GrantWrite, 0, cfg.MaxRanges),
-		Finals: make([]FinalWrite, 0, cfg.MaxRanges),
-		Events: make([]Event, 0, 2*cfg.MaxRanges),
-	}
 	for i := range e.paths {
 		p := &e.paths[i]
 		e.rd.Recvs = append(e.rd.Recvs, RecvPost{Path: i, WR: p.refillChain(), Count: len(p.refill)})
 	}
-	return e, nil
+	return nil
+}
+
+// reuse returns n zero elements, in s's storage if it has room.
+func reuse[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// resize returns n elements in s's storage if it has room, as they are:
+// for storage written whole before any read.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// reuseCap returns an empty slice with room for n, s's storage if it has
+// it. What the old elements point to stays reachable until overwritten,
+// as it does between two batches of one engine.
+func reuseCap[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, 0, n)
+	}
+	return s[:0]
 }
 
 // Ready returns the outputs produced since the previous call, and the
@@ -103,7 +154,7 @@ func (e *Engine) Ready() *Ready {
 	if !e.drained {
 		var dl int64
 		for i := range e.paths {
-			if d := e.paths[i].deadline(); d != 0 && (dl == 0 || d < dl) {
+			if d := e.paths[i].deadline(e.cfg.MaxSoftBackoff); d != 0 && (dl == 0 || d < dl) {
 				dl = d
 			}
 		}
@@ -319,14 +370,23 @@ func (e *Engine) Tick(now int64) {
 	}
 	for i := range e.paths {
 		p := &e.paths[i]
-		dl := p.deadline()
+		dl := p.deadline(e.cfg.MaxSoftBackoff)
 		if dl == 0 || e.now < dl {
 			continue
 		}
 		c := p.at(0)
 		waited := e.now - max(c.sentAt, p.progress)
-		e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
-			Err: fmt.Errorf("%w: no token for %v, T_soft %v", ErrSoftTimeout, time.Duration(waited), time.Duration(p.est.softTimeout()))})
+		err := &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
+			Err: fmt.Errorf("%w: no token for %v, T_soft %v, %d× for this cell", ErrSoftTimeout,
+				time.Duration(waited), time.Duration(p.est.softTimeout()), backoffFactor(c.backoff, e.cfg.MaxSoftBackoff))}
+		// As TCP backs its RTO off (RFC 6298, 5.5), this cell's next
+		// attempts get twice as long, wherever it goes: the path may be
+		// slow rather than broken, and then only a longer clock lets the
+		// cell land and the estimates learn the real RTT. The path's own
+		// clock stays as it is, so that a path that is dead, not slow,
+		// is still found out by the next fresh cell within T_soft.
+		bumpBackoff(&e.snd.tq.at(c.id).timeouts, e.cfg.MaxSoftBackoff)
+		e.giveUp(p, err)
 		if e.err != nil {
 			return
 		}

@@ -194,6 +194,8 @@ type fabricOpts struct {
 	// path's quiet or reset clears both); a token for another cell lies
 	// in its slot until that cell is posted there, or is overwritten.
 	ring bool
+	// reuse: engines to Reset for A and B instead of building new ones.
+	reuse [2]*cell.Engine
 }
 
 type fabric struct {
@@ -246,7 +248,13 @@ func newFabric(o fabricOpts) (*fabric, error) {
 		if pol != nil {
 			cfg.Policy = pol()
 		}
-		e, err := cell.New(cfg)
+		e := o.reuse[i]
+		var err error
+		if e != nil {
+			err = e.Reset(cfg)
+		} else {
+			e, err = cell.New(cfg)
+		}
 		if err != nil {
 			return nil, err
 		}

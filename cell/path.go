@@ -41,8 +41,9 @@ type PathInfo struct {
 	Cells int
 	Bytes int64
 	// SRTT and RTTVar are the smoothed RTT and its mean deviation;
-	// SoftTimeout is T_soft. Before the first sample they derive from
-	// Config.InitialRTT.
+	// SoftTimeout is T_soft (a cell given up before on a soft timeout
+	// gets a multiple of it, see Config.MaxSoftBackoff). Before the first
+	// sample they derive from Config.InitialRTT.
 	SRTT, RTTVar, SoftTimeout time.Duration
 	// Delay is the smoothed RTT less the time each sample waited behind
 	// the bytes posted before it on the path: what a cell would take on
@@ -67,6 +68,9 @@ type copyRec struct {
 	n      int64
 	ahead  int64  // bytes outstanding on the path when it was posted
 	batch  uint64 // the Ready batch it went out in
+	// backoff is the cell's back-off shift when posted: how many of its
+	// earlier copies were given up for a soft timeout.
+	backoff uint8
 }
 
 // path is the engine's state of one QP. Its copy queue holds, in posting
@@ -106,11 +110,14 @@ type path struct {
 	cellsPosted, bytesPosted uint64
 }
 
+// init makes p a new path, reusing the storage it has (Engine.Reset).
 func (p *path) init(idx, depth int, initialRTT, floor int64, now int64) {
-	p.idx = idx
-	p.copies = make([]copyRec, depth)
-	p.refill = make([]verbs.RecvWR, depth)
-	p.repost = make([]verbs.RecvWR, depth)
+	*p = path{
+		idx:    idx,
+		copies: resize(p.copies, depth), // written by push before any read
+		refill: reuse(p.refill, depth),
+		repost: reuse(p.repost, depth),
+	}
 	p.admit(depth, initialRTT, floor, now)
 }
 
@@ -159,12 +166,31 @@ func (p *path) find(id uint32) int {
 	return -1
 }
 
-// deadline is when the oldest outstanding copy becomes late, or 0.
-func (p *path) deadline() int64 {
+// deadline is when the oldest outstanding copy becomes late, or 0: T_soft
+// after it could start to leave, times its cell's back-off, at most
+// maxBackoff.
+func (p *path) deadline(maxBackoff int) int64 {
 	if p.state != PathUp || p.n == 0 {
 		return 0
 	}
-	return max(p.at(0).sentAt, p.progress) + p.est.softTimeout()
+	c := p.at(0)
+	return max(c.sentAt, p.progress) + p.est.softTimeout()*backoffFactor(c.backoff, maxBackoff)
+}
+
+// backoffFactor is 2^shift, at most limit.
+func backoffFactor(shift uint8, limit int) int64 {
+	if shift >= 62 {
+		return int64(limit)
+	}
+	return min(int64(1)<<shift, int64(limit))
+}
+
+// bumpBackoff doubles a back-off shift, up to the first that reaches
+// limit.
+func bumpBackoff(shift *uint8, limit int) {
+	if backoffFactor(*shift, limit) < int64(limit) {
+		*shift++
+	}
 }
 
 // refillChain links the path's whole refill storage, for the current

@@ -39,12 +39,14 @@ type receiver struct {
 const seenValid = 1 << 32
 
 func (r *receiver) init(cfg Config) {
-	r.ranges = make([]recvRange, cfg.MaxRanges)
-	r.mask = uint32(cfg.MaxRanges - 1)
-	r.seen = make([]uint64, cfg.Window)
-	r.idMask = uint32(cfg.Window - 1)
-	r.high = cfg.FirstCellID - 1
-	r.grantPath = make([]int8, cfg.MaxRanges)
+	*r = receiver{
+		ranges:    reuse(r.ranges, cfg.MaxRanges),
+		mask:      uint32(cfg.MaxRanges - 1),
+		seen:      reuse(r.seen, cfg.Window),
+		idMask:    uint32(cfg.Window - 1),
+		high:      cfg.FirstCellID - 1,
+		grantPath: reuse(r.grantPath, cfg.MaxRanges),
+	}
 	for i := range r.grantPath {
 		r.grantPath[i] = -1
 	}

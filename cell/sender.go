@@ -45,11 +45,14 @@ type sender struct {
 }
 
 func (s *sender) init(cfg Config) {
+	*s = sender{
+		tq:        s.tq,
+		ranges:    reuse(s.ranges, cfg.MaxRanges),
+		grants:    reuse(s.grants, cfg.MaxRanges),
+		finals:    reuse(s.finals, cfg.MaxRanges),
+		finalPath: reuse(s.finalPath, cfg.MaxRanges),
+	}
 	s.tq.init(cfg.Window, cfg.FirstCellID)
-	s.ranges = make([]sendRange, cfg.MaxRanges)
-	s.grants = make([]grantSlot, cfg.MaxRanges)
-	s.finals = make([]finalRec, cfg.MaxRanges)
-	s.finalPath = make([]int8, cfg.MaxRanges)
 	for i := range s.finalPath {
 		s.finalPath[i] = -1
 	}
@@ -326,7 +329,7 @@ func (e *Engine) pump() {
 func (e *Engine) post(p *path, c *cell) {
 	r := e.snd.at(c.rseq)
 	wr := c.build(p.idx, e.cfg.MTU, r.Addr, r.LKey, r.grant.Addr, r.grant.RKey)
-	p.push(copyRec{id: c.id, sentAt: e.now, n: c.n, ahead: p.bytes, batch: e.batch})
+	p.push(copyRec{id: c.id, sentAt: e.now, n: c.n, ahead: p.bytes, batch: e.batch, backoff: c.timeouts})
 	p.credits--
 	p.cellsPosted++
 	p.bytesPosted += uint64(c.n)

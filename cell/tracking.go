@@ -11,6 +11,10 @@ type cell struct {
 	// or made harmless (their path reset or closed).
 	copies   int
 	attempts int
+	// timeouts is the cell's back-off shift: how many of its copies were
+	// at the head of a path given up for a soft timeout. Its next copies
+	// may wait 2^timeouts × T_soft (Config.MaxSoftBackoff).
+	timeouts uint8
 	acked    bool // some copy landed
 	queued   bool // waiting in the re-post queue
 	done     bool // resolved and counted off its range
@@ -40,10 +44,17 @@ type tracker struct {
 }
 
 func (t *tracker) init(window int, first uint32) {
-	t.cells = make([]cell, window)
-	t.mask = uint32(window - 1)
-	t.nextSend, t.nextAck = first, first
-	t.repost = make([]uint32, window)
+	// A cell is written whole when its id is opened, and only opened ids
+	// are looked up: a reset engine's old cells need no clearing, which
+	// for a simulator's millions of mostly one-cell flows is most of
+	// the reset.
+	*t = tracker{
+		cells:    resize(t.cells, window),
+		mask:     uint32(window - 1),
+		nextSend: first,
+		nextAck:  first,
+		repost:   reuse(t.repost, window),
+	}
 }
 
 func (t *tracker) at(id uint32) *cell { return &t.cells[id&t.mask] }

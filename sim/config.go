@@ -65,6 +65,9 @@ type Config struct {
 	RecvLead       int64
 	InitialRTT     int64
 	MinSoftTimeout int64
+	// SoftBackoff is the engine's MaxSoftBackoff (0: its default; 1: no
+	// back-off, the engine before it had one).
+	SoftBackoff int
 	// TokenPrio puts the receiver end's QPs (tokens, grants, finals: a
 	// connection carries one direction) in the strict-priority class the
 	// RC ACKs use; each end sets its own QP's traffic class, so this is a

@@ -48,6 +48,8 @@ func run() error {
 		cellBDP   = flag.Float64("cell-bdp", 1.5, "RDMACell: flowcell size in BDPs (0: the engine's adaptive sizing)")
 		qpReset   = flag.Duration("qp-reset", 100*time.Microsecond, "RDMACell: QP reset latency")
 		recvLead  = flag.Duration("recv-lead", time.Millisecond, "RDMACell: how long before a flow its receiver posts the range")
+		softFloor = flag.Duration("soft-floor", time.Millisecond, "RDMACell: the floor of the engine's soft timeout")
+		backoff   = flag.Int("soft-backoff", 64, "RDMACell: most the engine stretches its soft timeout after soft timeouts (1: no back-off)")
 		tokenPrio = flag.Bool("token-prio", true, "RDMACell: receiver-end QPs (tokens) in the ACKs' priority class")
 		noDCQCN   = flag.Bool("no-dcqcn", false, "disable DCQCN")
 		pfc       = flag.Bool("pfc", false, "lossless fabric: PFC pauses per ingress port instead of drops")
@@ -77,7 +79,7 @@ func run() error {
 		Topology: sim.Topology{Kind: *topo, K: *k, Leaves: *leaves, Spines: *spines, HostsPerLeaf: *hpl},
 		Duration: duration.Nanoseconds(), Warmup: warmup.Nanoseconds(), Drain: drain.Nanoseconds(),
 		Paths: *paths, CellBDP: *cellBDP, QPReset: qpReset.Nanoseconds(), RecvLead: recvLead.Nanoseconds(), NoDCQCN: *noDCQCN, TokenPrio: *tokenPrio,
-		PFC: *pfc, RTO: rto.Nanoseconds(),
+		PFC: *pfc, RTO: rto.Nanoseconds(), SoftBackoff: *backoff, MinSoftTimeout: softFloor.Nanoseconds(),
 	}
 	if *cellBDP == 0 {
 		base.CellBDP = -1

@@ -1,0 +1,130 @@
+package cell_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/cell"
+)
+
+// slowPathOpts is a fabric whose every path takes about five times the
+// T_soft floor to carry one cell: a path slow, not broken, like a NIC
+// shared by many connections or a link held by PFC. Before any sample,
+// T_soft is the floor (100 µs; 3 × InitialRTT is below it), and a reset
+// restarts the cell from its first byte.
+func slowPathOpts(paths int, maxBackoff int) fabricOpts {
+	o := defaultOpts(paths)
+	o.cfg.InitialRTT = 20_000
+	o.cfg.MaxSoftBackoff = maxBackoff
+	o.psPerByte = slices.Repeat([]int64{31_000}, paths) // a 16 KiB cell: 508 µs
+	return o
+}
+
+// Without the back-off a cell slower than T_soft is given up on every
+// attempt and never lands. With it, each give-up doubles the time the cell
+// that timed out gets on its next attempts: a cell that has been at the
+// head of three paths given up is allowed 8 × the floor, more than it
+// needs, so every cell lands after at most three give-ups of its own, and
+// its RTT sample teaches the path's estimates.
+func TestSoftTimeoutBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		paths      int
+		cells      int64
+		maxBackoff int
+		wantDone   bool
+	}{
+		{"one path, no back-off", 1, 1, 1, false},
+		{"one path", 1, 1, 0, true},
+		{"four paths, no back-off", 4, 4, 1, false},
+		// The re-posts move from path to path (the first path re-admitted
+		// takes them all); each cell's back-off moves with it.
+		{"four paths", 4, 4, 0, true},
+		{"back-off bounded below the need", 1, 1, 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTestFabric(t, slowPathOpts(tc.paths, tc.maxBackoff))
+			f.transfer(0, tc.cells*16<<10, true)
+			f.run(200 * ms)
+			a := f.ends[0].e
+			if !tc.wantDone {
+				require.False(t, f.done(), "delivered at t=%dns", f.now)
+				// Given up again and again: about one give-up per
+				// floor and reset on each path.
+				require.Greater(t, a.Stats().GiveUps, uint64(100*tc.paths))
+				return
+			}
+			require.True(t, f.done(), "ranges still open at t=%dns after %d give-ups", f.now, a.Stats().GiveUps)
+			f.runFor(f.now + 20*ms)
+			requireDelivered(t, f)
+			require.GreaterOrEqual(t, a.Stats().GiveUps, uint64(3), "the first cell needs three")
+			require.LessOrEqual(t, a.Stats().GiveUps, uint64(3*tc.cells))
+			for _, c := range f.ends[0].resetCauses {
+				require.ErrorIs(t, c, cell.ErrSoftTimeout)
+			}
+			for q := range tc.paths {
+				p := a.Path(q)
+				if p.Samples == 0 {
+					continue
+				}
+				require.Greater(t, p.SoftTimeout, durNS(508*us), "path %d: T_soft has learned the path", q)
+			}
+		})
+	}
+}
+
+// The back-off is the cell's: it follows the cell to another path, and
+// the path it timed out on judges its next fresh cell by T_soft alone, so
+// a dead path is found out as fast as ever.
+func TestSoftTimeoutBackoffIsPerCell(t *testing.T) {
+	o := defaultOpts(2)
+	o.cfg.InitialRTT = 20_000 // T_soft is the 100 µs floor
+	o.policyA = func() cell.Policy { return &cell.ECMP{} }
+	f := newTestFabric(t, o)
+	// Both paths hold cells 150 µs, once each: the first cell is given up
+	// on its path at 100 µs, then lands on the other in 150 µs, within
+	// the 200 µs its back-off allows.
+	held := map[int]bool{}
+	f.hook = func(m *msg) verdict {
+		if m.kind == mCell && !held[m.path] {
+			held[m.path] = true
+			return verdict{delay: 150 * us}
+		}
+		return verdict{}
+	}
+	f.transfer(0, 16<<10, true)
+	f.run(50 * ms)
+	require.True(t, f.done())
+	a := f.ends[0]
+	require.Equal(t, uint64(1), a.e.Stats().GiveUps, "the re-post had twice the time")
+	first := a.posts[0].path
+
+	// The next cell goes to the same path (ECMP) and is held again: it is
+	// fresh, so it is given up at the floor, not at twice it.
+	f.hook = func(m *msg) verdict {
+		if m.kind == mCell && m.path == first {
+			return verdict{delay: 150 * us}
+		}
+		return verdict{}
+	}
+	f.transfer(0, 16<<10, true)
+	f.run(f.now + 50*ms)
+	require.True(t, f.done())
+	requireDelivered(t, f)
+	require.Equal(t, uint64(2), a.e.Stats().GiveUps)
+	require.Equal(t, first, a.posts[2].path)
+	cause := a.resetCauses[len(a.resetCauses)-1]
+	require.ErrorIs(t, cause, cell.ErrSoftTimeout)
+	require.Contains(t, cause.Error(), "no token for 100µs, T_soft 100µs, 1× for this cell")
+}
+
+func TestMaxSoftBackoffValidated(t *testing.T) {
+	for _, v := range []int{-1, 1<<16 + 1} {
+		_, err := cell.New(cell.Config{Paths: 1, MaxSoftBackoff: v})
+		require.ErrorIs(t, err, cell.ErrInvalid, "MaxSoftBackoff %d", v)
+	}
+	_, err := cell.New(cell.Config{Paths: 1, MaxSoftBackoff: 1})
+	require.NoError(t, err)
+}
