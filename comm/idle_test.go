@@ -122,9 +122,9 @@ func TestIdleParks(t *testing.T) {
 			t.Logf("CPU time of %d idle ranks (and the embedded etcd) over %v: %v", len(comms), wall.Round(time.Millisecond), cpu)
 
 			// A link keeps the receives of its stream posted, so its
-			// connection rests between looks at its paths, at most once a
-			// second, and wakes for the probe it then sends and for its
-			// peer's: a few wake-ups a second, never a busy poll.
+			// connection rests between looks at its paths, every few
+			// seconds, and wakes for the probe it then sends and for its
+			// peer's: never more than a few wake-ups a second.
 			limit := 4*uint64(math.Ceil(wall.Seconds())) + 4
 			for r, c := range comms {
 				after := snapshotIdle(c)

@@ -17,7 +17,7 @@ import (
 // flight it parks in the CQ without a timeout until a completion comes
 // (a cell, a control message) or a caller posts a range. With only
 // receives in flight it polls for recvLinger after the last progress and
-// then parks too, waking at least every keepaliveIdle: what a receive
+// then parks too, waking at least every recvPark: what a receive
 // waits for wakes it, cells by their completions and its final by the
 // bell the peer rings once the final has landed (msgBell). A
 // communicator keeps receives posted on its control connections for
@@ -38,8 +38,11 @@ const (
 )
 
 // recvPark bounds how long a connection with only receives in flight
-// rests before it looks at its paths (a variable for the tests).
-var recvPark = keepaliveIdle
+// rests before it looks at its paths and probes one (a variable for the
+// tests). A communicator's control connections rest so for as long as it
+// is idle; a rank that vanished is its lease's to report, within about a
+// lease TTL, and this probe only backs that up.
+var recvPark = 5 * keepaliveIdle
 
 // now reads the clock.
 func (c *Conn) now() int64 { return c.cfg.Clock() }
