@@ -44,6 +44,9 @@ func (q *QP) dial(remote verbs.Endpoint) (*link, error) {
 	}
 	l.state.Store(linkAdopted)
 	l.pair.attach()
+	// The peer may have adopted the link already and have requests
+	// waiting for this end to attach: its engine sleeps until rung.
+	l.ringPeer()
 	l.start()
 	return l, nil
 }

@@ -19,12 +19,12 @@ const (
 	// profile, yields of several spinning engines contending for it.
 	spinRounds = 50
 	// idleWait bounds a sleep with nothing pending, so that even a lost
-	// wake-up would only delay, never hang. It does happen: in connection
-	// setup some wake-up is lost, and a job's start waits for this bound
-	// (cellrun start to exit of a 2-rank job: 1.3 s at 1 s, 4.3 s at 10 s,
-	// 0.34 s when it is not lost). Until that is found, the bound stays
-	// short, although every idle QP's engine pays for it.
-	idleWait = time.Second
+	// wake-up would only delay, never hang. Every idle QP's engine pays
+	// it: at 1 s the engines of a rank with three peers cost it about
+	// 0.5% of a core. A long bound shows a lost wake-up instead of hiding
+	// it: the one there was (a dialer attaching to the pair without
+	// ringing the peer) held every job's start for the whole bound.
+	idleWait = 10 * time.Second
 	// dozeTime bounds how long an engine stays out of the way while a
 	// goroutine polls one of its QP's CQs. A poller that parks in CQ.Wait
 	// hands the QP back at once (see handOver); only one that stops
