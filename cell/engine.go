@@ -204,6 +204,27 @@ func (e *Engine) checkPath(q int) error {
 	return nil
 }
 
+// pathInput starts an input about path q: the path, or nil with the
+// error for an index out of range, or nil and no error once the
+// connection has failed (inputs are then ignored).
+func (e *Engine) pathInput(now int64, q int) (*path, error) {
+	if err := e.checkPath(q); err != nil {
+		return nil, err
+	}
+	e.begin(now)
+	if e.err != nil {
+		return nil, nil
+	}
+	return &e.paths[q], nil
+}
+
+// askReset asks the driver to reset path p. Every reset starts a new
+// incarnation of the path's QP, into which the Reset's refill goes.
+func (e *Engine) askReset(p *path, cause error) {
+	p.incarn++
+	e.rd.Resets = append(e.rd.Resets, Reset{Path: p.idx, Refill: p.refillChain(), Cause: cause})
+}
+
 // Completion feeds a work completion polled from path q's send or receive
 // CQ. A RECV_RDMA_WITH_IMM completion is a cell arriving; any failed
 // completion, the driver's own control writes' included, gives the path
@@ -213,16 +234,13 @@ func (e *Engine) checkPath(q int) error {
 // late copies" in the package doc), so wc.ID must be the id of the
 // receive the engine posted. The error is for a path index out of range.
 func (e *Engine) Completion(now int64, q int, wc verbs.WC) error {
-	if err := e.checkPath(q); err != nil {
+	p, err := e.pathInput(now, q)
+	if p == nil {
 		return err
-	}
-	e.begin(now)
-	if e.err != nil {
-		return nil
 	}
 	if wc.Status == verbs.StatusSuccess {
 		if wc.Opcode == verbs.OpRecvWriteImm && wc.Flags&verbs.WCWithImm != 0 {
-			e.arrived(&e.paths[q], wc.ID, wc.Imm)
+			e.arrived(p, wc.ID, wc.Imm)
 		}
 		return nil
 	}
@@ -230,7 +248,7 @@ func (e *Engine) Completion(now int64, q int, wc verbs.WC) error {
 	if wc.ID&wrKindMask == wrKindCell {
 		pe.Cell, pe.HasCell = uint32(wc.ID), true
 	}
-	e.giveUp(&e.paths[q], pe)
+	e.giveUp(p, pe)
 	e.pump()
 	return nil
 }
@@ -239,18 +257,15 @@ func (e *Engine) Completion(now int64, q int, wc verbs.WC) error {
 // example because the peer asked for it to be reset. The engine gives it
 // up (and asks for its reset, which joins the one under way).
 func (e *Engine) PathFailed(now int64, q int, cause error) error {
-	if err := e.checkPath(q); err != nil {
+	p, err := e.pathInput(now, q)
+	if p == nil {
 		return err
 	}
-	e.begin(now)
-	if e.err != nil {
-		return nil
-	}
-	err := ErrPathFailed
+	err = ErrPathFailed
 	if cause != nil {
 		err = fmt.Errorf("%w: %w", ErrPathFailed, cause)
 	}
-	e.giveUp(&e.paths[q], &PathError{Peer: e.cfg.Peer, Path: q, Err: err})
+	e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: q, Err: err})
 	e.pump()
 	return nil
 }
@@ -266,16 +281,9 @@ func (e *Engine) PathFailed(now int64, q int, cause error) error {
 // for PathReset, the driver feeds every completion and ring record of the
 // old incarnation first. Calling it is optional; PathReset implies it.
 func (e *Engine) PathQuiet(now int64, q int) error {
-	if err := e.checkPath(q); err != nil {
+	p, err := e.pathInput(now, q)
+	if p == nil || p.state != PathDown || p.quiet {
 		return err
-	}
-	e.begin(now)
-	if e.err != nil {
-		return nil
-	}
-	p := &e.paths[q]
-	if p.state != PathDown || p.quiet {
-		return nil
 	}
 	e.clearCopies(p)
 	p.quiet = true
@@ -292,16 +300,11 @@ func (e *Engine) PathQuiet(now int64, q int) error {
 // soon as both are in RTS; an end that hears late still answers the cells
 // that arrive meanwhile.
 func (e *Engine) PathReset(now int64, q int) error {
-	if err := e.checkPath(q); err != nil {
+	p, err := e.pathInput(now, q)
+	// A path not down is up already, or closed for good (a close raced
+	// the reset).
+	if p == nil || p.state != PathDown {
 		return err
-	}
-	e.begin(now)
-	if e.err != nil {
-		return nil
-	}
-	p := &e.paths[q]
-	if p.state != PathDown {
-		return nil // up already, or closed for good (a close raced the reset)
 	}
 	e.clearCopies(p)
 	p.admit(e.cfg.RecvDepth, int64(e.cfg.InitialRTT), int64(e.cfg.MinSoftTimeout), e.now)
@@ -317,32 +320,20 @@ func (e *Engine) PathReset(now int64, q int) error {
 // apart like those of any incarnation before it. A path that is not down
 // is left alone.
 func (e *Engine) ResetAgain(now int64, q int, cause error) error {
-	if err := e.checkPath(q); err != nil {
+	p, err := e.pathInput(now, q)
+	if p == nil || p.state != PathDown {
 		return err
 	}
-	e.begin(now)
-	p := &e.paths[q]
-	if e.err != nil || p.state != PathDown {
-		return nil
-	}
-	p.incarn++
-	e.rd.Resets = append(e.rd.Resets, Reset{Path: q, Refill: p.refillChain(), Cause: cause})
+	e.askReset(p, cause)
 	return nil
 }
 
 // PathDead reports that path q was closed at both ends (or its peer is
 // gone) and will not come back. Nothing posted on it can land any more.
 func (e *Engine) PathDead(now int64, q int, cause error) error {
-	if err := e.checkPath(q); err != nil {
+	p, err := e.pathInput(now, q)
+	if p == nil || p.state == PathDead {
 		return err
-	}
-	e.begin(now)
-	if e.err != nil {
-		return nil
-	}
-	p := &e.paths[q]
-	if p.state == PathDead {
-		return nil
 	}
 	if cause == nil {
 		cause = ErrPathFailed
@@ -400,9 +391,8 @@ func (e *Engine) giveUp(p *path, cause error) {
 		return
 	}
 	e.isolate(p, cause)
-	p.incarn++ // the Reset's refill goes into the next incarnation
 	e.stats.GiveUps++
-	e.rd.Resets = append(e.rd.Resets, Reset{Path: p.idx, Refill: p.refillChain(), Cause: cause})
+	e.askReset(p, cause)
 	// Even the last path up is only being reset, not lost: a stall of the
 	// whole host (a pause, a slow first write into fresh memory) times
 	// every path out at once, and must not fail the connection. Only

@@ -213,14 +213,10 @@ func (l *Link) Cut() { l.reset() }
 // goroutines.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
-	p.closed = true
-	ls := make([]*Link, 0, len(p.links))
-	for l := range p.links {
-		ls = append(ls, l)
-	}
+	p.closed = true // no link is added from now on
 	p.mu.Unlock()
 	err := p.ln.Close()
-	for _, l := range ls {
+	for _, l := range p.Links() {
 		l.reset()
 	}
 	p.wg.Wait()
