@@ -57,6 +57,55 @@ func TestImmPipelines(t *testing.T) {
 	require.Equal(t, a.mem.Bytes()[:8*k], b.mem.Bytes()[:8*k])
 }
 
+// TestSmallRequestsNeedNoEngine: a poster executes a small SEND (a
+// driver's control message) in its own goroutine, as it does a small
+// WRITE_WITH_IMM, and leaves the engine alone, also for a request queued
+// behind the SEND, which waits for its acknowledgement: the
+// acknowledgement rings the doorbell when it comes. The responder is
+// held still, so nothing is acknowledged meanwhile, and the requester's
+// doorbell must not move. Waking the engine instead costs a futex wake
+// and a scheduling round, which a ping-pong pays on its critical path.
+func TestSmallRequestsNeedNoEngine(t *testing.T) {
+	a, b := pair(t, 4096, verbs.QPConfig{RNRRetry: 7})
+	postRecv(t, b.qp, 100, sge(b.mr, 0, 64)...)
+	postRecv(t, b.qp, 101)
+	al, bl := a.qp.(*QP).link.Load(), b.qp.(*QP).link.Load()
+	require.Eventually(t, func() bool { return al.pair.peerRecvsPosted() == 2 }, waitLimit, time.Millisecond,
+		"the requester sees the receives")
+	be := b.qp.(*QP).running.Load()
+	for !be.respBusy.CompareAndSwap(false, true) {
+		time.Sleep(time.Millisecond)
+	}
+	held := true
+	release := func() {
+		if held {
+			held = false
+			be.respBusy.Store(false)
+			b.qp.(*QP).kickHard()
+		}
+	}
+	t.Cleanup(release)
+	fill(a.mem.Bytes(), 9)
+	bell := al.pair.bell(al.pair.side)
+	rung := bell.load()
+
+	post(t, a.qp, &verbs.SendWR{ID: 1, Opcode: verbs.OpSend, Flags: verbs.Signaled, SGL: sge(a.mr, 0, 64)})
+	require.Equal(t, uint32(1), bl.pair.peerRequestSeq(), "the SEND is published when PostSend returns")
+	post(t, a.qp, writeImm(2, a.mr, 64, b.mr, 64, 8, 7))
+	require.Equal(t, uint32(1), bl.pair.peerRequestSeq(), "the WRITE_WITH_IMM waits behind the SEND")
+	require.Equal(t, rung, bell.load(), "the requester's engine was kicked")
+
+	release()
+	wcs := waitWC(t, b.cq, 2)
+	require.Equal(t, verbs.WC{ID: 100, Status: verbs.StatusSuccess, Opcode: verbs.OpRecv, ByteLen: 64, QPN: b.qp.Num()}, wcs[0])
+	require.Equal(t, uint32(7), wcs[1].Imm)
+	for i, wc := range waitWC(t, a.cq, 2) {
+		require.Equal(t, verbs.StatusSuccess, wc.Status)
+		require.Equal(t, uint64(i+1), wc.ID)
+	}
+	require.Equal(t, a.mem.Bytes()[:72], b.mem.Bytes()[:72])
+}
+
 // TestTimedWaitsLeaveEnginesAsleep: consumers that wait on their CQs in
 // short timed waits, as a progress loop does, leave the engines asleep,
 // also right after an engine had work. It counts the engines' wake-ups,
@@ -64,14 +113,14 @@ func TestImmPipelines(t *testing.T) {
 // is not told when the polling stops (as this provider once did), wakes
 // once or more per wait.
 func TestTimedWaitsLeaveEnginesAsleep(t *testing.T) {
-	a, b := pair(t, 1<<16, verbs.QPConfig{})
+	a, b := pair(t, 2*inlineMax, verbs.QPConfig{})
 	post(t, a.qp, write(1, a.mr, 0, b.mr, 0, 8))
 	waitWC(t, a.cq, 1)
 	engines := []*engine{a.qp.(*QP).running.Load(), b.qp.(*QP).running.Load()}
 	wakeups := func() uint64 { return engines[0].wakeups.Load() + engines[1].wakeups.Load() }
 	// Larger than what a poster executes itself: the engine does it, in
 	// the middle of the waits, and must then go back to sleep.
-	big := write(2, a.mr, 0, b.mr, 0, 1<<16)
+	big := write(2, a.mr, 0, b.mr, 0, 2*inlineMax)
 	big.Flags = 0
 
 	const waits = 300

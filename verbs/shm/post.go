@@ -7,9 +7,8 @@ import (
 )
 
 // PostSend implements verbs.QP. It copies each request into the send
-// queue; a small WRITE or WRITE_WITH_IMM with nothing queued before it is
-// executed at once in the caller's goroutine, anything else is left to
-// the engine. It neither blocks nor allocates. Local elements are checked
+// queue; a small request with nothing queued before it is executed at
+// once in the caller's goroutine, anything else is left to the engine. It neither blocks nor allocates. Local elements are checked
 // when the request is executed: a bad lkey or range completes it with
 // StatusLocalProtection.
 func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
@@ -22,9 +21,10 @@ func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 			var c clock
 			e.fast(q.link.Load(), &c)
 		}
-		// Requests executed but not yet acknowledged need no engine:
-		// the acknowledgement rings the doorbell.
-		left := e.next != q.sq.tail.Load() || e.failing
+		// Requests executed but not yet acknowledged need no engine,
+		// nor do requests waiting behind an acknowledgement: the
+		// acknowledgement rings the doorbell.
+		left := e.failing || e.next != q.sq.tail.Load() && !e.awaitingAck()
 		e.reqBusy.Store(false)
 		if !left {
 			return bad, err

@@ -138,7 +138,7 @@ func (e *engine) advance(l *link, c *clock, full bool) (worked bool) {
 		}
 		e.blocked = false
 		s := q.sq.slot(e.next)
-		if !full && (s.op == verbs.OpSend || s.total > inlineMax) {
+		if !full && s.total > inlineMax {
 			e.wake()
 			break
 		}
@@ -202,6 +202,15 @@ func (e *engine) advance(l *link, c *clock, full bool) (worked bool) {
 		e.fail(e.failSt, e.failErr)
 	}
 	return worked
+}
+
+// awaitingAck reports whether the request at the execution pointer waits
+// for an acknowledgement, whose doorbell will rouse whoever executes it.
+func (e *engine) awaitingAck() bool {
+	if e.blocked && !seqLE(e.blockSeq, e.acked) {
+		return true
+	}
+	return e.q.sq.slot(e.next).op != verbs.OpWrite && e.seq-e.acked >= ringSlots
 }
 
 // refused handles an acknowledgement of descriptor seq with a failure:
