@@ -64,6 +64,18 @@ type CQ interface {
 	Close() error
 }
 
+// PassiveCQ is implemented by CQs that can tell whether polling them does
+// work. Passive reports that completions come from other goroutines (a
+// network reader, say) and polling only looks: a consumer then gains
+// nothing by polling in a loop, and on a busy machine its spinning
+// keeps those goroutines, and Go's network poller, from a processor. A
+// CQ that does not implement it is taken to reward polling, as an RNIC's
+// does.
+type PassiveCQ interface {
+	CQ
+	Passive() bool
+}
+
 // QP is a reliable connected queue pair.
 type QP interface {
 	// Num is the QP number, unique within its device.

@@ -19,6 +19,7 @@ type Conn struct {
 	lay      layout
 
 	cq        verbs.CQ
+	spin      bool // polling the CQ in a loop does work (see run)
 	mem       *verbs.Memory
 	ringMR    verbs.MR
 	stageMR   verbs.MR

@@ -110,6 +110,9 @@ func (c *Conn) build() (*setupInfo, error) {
 	if c.cq, err = r.Device.CreateCQ(depth); err != nil {
 		return nil, fail("create CQ", err)
 	}
+	if p, ok := c.cq.(verbs.PassiveCQ); !ok || !p.Passive() {
+		c.spin = true
+	}
 	info := &setupInfo{Version: setupVersion, Wire: r.wire(c.provider),
 		Rings: ringInfo{Addr: c.ringMR.Addr(), RKey: c.ringMR.RKey(), Len: c.lay.ringLen}}
 	for i := range r.Paths {

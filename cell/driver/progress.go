@@ -9,7 +9,11 @@ import (
 )
 
 // How the progress goroutine waits. After the last progress it polls for
-// spinFor, yielding the processor between polls; then, while ranges are in
+// spinFor, yielding the processor between polls, if polling its CQ does
+// work (shm, an RNIC; not tcp, whose completions and records come from
+// reader goroutines: a goroutine yielding in a loop keeps Go's scheduler
+// from polling the network, and a tcp ping-pong took a millisecond per
+// round trip, the sum of the back-offs below); then, while ranges are in
 // flight, it waits in the CQ for at most a backoff that grows from
 // minBackoff to maxBackoff (and never past the engine's next Tick): a
 // completion ends the wait at once, and records written into the rings,
@@ -88,7 +92,7 @@ func (c *Conn) run() {
 			continue
 		}
 
-		if time.Since(last) < spinFor {
+		if c.spin && time.Since(last) < spinFor {
 			runtime.Gosched()
 			continue
 		}

@@ -200,3 +200,15 @@ func TestDecodeControlMessage(t *testing.T) {
 		require.Error(t, err, name)
 	}
 }
+
+// TestSpinsOnlyWhereItHelps: the progress goroutine polls in a loop only
+// over a provider whose CQ polling does work (shm), not over tcp, where
+// it would keep the network poller from running.
+func TestSpinsOnlyWhereItHelps(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			pr := newPairWith(t, p, testConfig(), false)
+			require.Equal(t, p.name == "shm", pr.a.conn.spin)
+		})
+	}
+}

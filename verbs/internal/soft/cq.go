@@ -113,6 +113,10 @@ func (c *CQ) Poll(wc []verbs.WC) int {
 	return n
 }
 
+// Passive implements verbs.PassiveCQ: polling does work only through a
+// progress hook.
+func (c *CQ) Passive() bool { return c.progress.Load() == nil }
+
 // Wait implements verbs.CQ.
 func (c *CQ) Wait(ctx context.Context, wc []verbs.WC) (int, error) {
 	spins := spinPollsPlain

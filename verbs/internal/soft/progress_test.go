@@ -21,6 +21,7 @@ func TestCQProgressRunsOnPoll(t *testing.T) {
 			cq.Push(verbs.WC{ID: 7})
 		}
 	})
+	require.False(t, cq.Passive(), "polling does work")
 	wc := make([]verbs.WC, 1)
 	require.Zero(t, cq.Poll(wc))
 	n, err := cq.Wait(context.Background(), wc)
@@ -32,4 +33,5 @@ func TestCQProgressRunsOnPoll(t *testing.T) {
 	cq.SetProgress(nil)
 	require.Zero(t, cq.Poll(wc))
 	require.Equal(t, 2, calls)
+	require.True(t, cq.Passive(), "polling only looks")
 }
