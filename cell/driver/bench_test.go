@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -216,4 +217,69 @@ func benchRaw(b *testing.B, p provider, paths int, chain bool) {
 	}
 	b.StopTimer()
 	require.Equal(b, -1, firstDiff(src.Bytes(), dst.Bytes()))
+}
+
+// Latency: a ping-pong of n-byte ranges between two connections of this
+// process, each end posting its receive before it sends; one operation is
+// a round trip, so two ranges each way complete per operation.
+func BenchmarkPingPong(b *testing.B) {
+	for _, p := range providers {
+		for _, n := range []int{8, 64 << 10, 1 << 20} {
+			b.Run(fmt.Sprintf("%s/%d", p.name, n), func(b *testing.B) {
+				pr := newPairWith(b, p, testConfig(), false)
+				ctx := bounded(b)
+				bufs := [2]verbs.MR{pr.a.region(n), pr.b.region(n)}
+				conns := [2]*Conn{pr.a.conn, pr.b.conn}
+				// trip receives on end i and sends back; end 0 starts.
+				trip := func(i int, first bool) error {
+					if !first {
+						r, err := conns[i].Recv(bufs[i], 0, n)
+						if err != nil {
+							return err
+						}
+						if _, err := r.Wait(ctx); err != nil {
+							return err
+						}
+					}
+					s, err := conns[i].Send(bufs[i], 0, n)
+					if err != nil {
+						return err
+					}
+					_, err = s.Wait(ctx)
+					return err
+				}
+				done := make(chan error, 1)
+				go func() {
+					for range b.N + 1 {
+						if err := trip(1, false); err != nil {
+							done <- err
+							return
+						}
+					}
+					done <- nil
+				}()
+				require.NoError(b, trip(0, true))
+				// The mean hides what matters here: most round trips
+				// are quick, and a few wait for a wake-up.
+				ds := make([]time.Duration, 0, b.N)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					t0 := time.Now()
+					require.NoError(b, trip(0, false))
+					ds = append(ds, time.Since(t0))
+				}
+				b.StopTimer()
+				slices.Sort(ds)
+				for _, q := range []int{50, 90, 99} {
+					b.ReportMetric(float64(ds[(len(ds)-1)*q/100].Microseconds()), fmt.Sprintf("p%d-µs", q))
+				}
+				r, err := conns[0].Recv(bufs[0], 0, n)
+				require.NoError(b, err)
+				_, err = r.Wait(ctx)
+				require.NoError(b, err)
+				require.NoError(b, <-done)
+			})
+		}
+	}
 }

@@ -88,6 +88,11 @@ func TestEveryPathDead(t *testing.T) {
 			cfg.ResetTimeout = time.Second
 			pr := newPair(t, p, cfg)
 			ctx := bounded(t)
+			// Stalled first, so that the ranges cannot all have moved
+			// before the paths die.
+			for i := range cfg.Paths {
+				pr.a.qp(i).Inject(fault.Fault{Kind: fault.Stall})
+			}
 			sends, recvs := inFlight(t, pr.a, pr.b, 8, 4<<20)
 			pr.a.injectControl(fault.Fault{Kind: fault.Stall})
 			for i := range cfg.Paths {
