@@ -81,8 +81,11 @@ const (
 func (m *ctlMsg) encode(b []byte) (int, error) {
 	var ep []byte
 	if m.kind == msgEP {
+		// A copy, so that m itself does not escape: bells and other
+		// messages are sent on the data path, which must not allocate.
+		e := m.ep
 		var err error
-		if ep, err = json.Marshal(&m.ep); err != nil {
+		if ep, err = json.Marshal(&e); err != nil {
 			return 0, err
 		}
 	}
@@ -117,12 +120,14 @@ func decodeCtl(b []byte, paths int, provider string) (ctlMsg, error) {
 		return ctlMsg{}, fmt.Errorf("endpoint message for path %d without an endpoint", m.path)
 	}
 	if m.kind == msgEP {
-		if err := json.Unmarshal(b[ctlHeader:ctlHeader+n], &m.ep); err != nil {
+		var ep verbs.Endpoint // not into m, which would then escape
+		if err := json.Unmarshal(b[ctlHeader:ctlHeader+n], &ep); err != nil {
 			return ctlMsg{}, fmt.Errorf("endpoint message for path %d: %w", m.path, err)
 		}
-		if msg := checkEndpoint(&m.ep, provider); msg != "" {
+		if msg := checkEndpoint(&ep, provider); msg != "" {
 			return ctlMsg{}, fmt.Errorf("endpoint message for path %d: %s", m.path, msg)
 		}
+		m.ep = ep
 	}
 	return m, nil
 }
