@@ -3,7 +3,6 @@ package tcp
 import (
 	"encoding/binary"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,35 +26,30 @@ type fuzzTarget struct {
 	cq      verbs.CQ
 }
 
-var (
-	fuzzOnce sync.Once
-	fuzzT    *fuzzTarget
-)
-
+// fuzzEnv builds the device, memory and regions a fuzz target's inputs
+// run against. Built per fuzz test, not once per process: the memory goes
+// with the test's cleanup, and a second run (-count) would use it freed.
 func fuzzEnv(f *testing.F) *fuzzTarget {
-	fuzzOnce.Do(func() {
-		e := newEnv(f)
-		_, pd, _ := e.device(Options{})
-		m, err := verbs.Alloc(7 * fuzzPage)
+	e := newEnv(f)
+	_, pd, _ := e.device(Options{})
+	m, err := verbs.Alloc(7 * fuzzPage)
+	require.NoError(f, err)
+	e.mems = append(e.mems, m)
+	cq, err := pd.d.CreateCQ(16)
+	require.NoError(f, err)
+	ft := &fuzzTarget{e: e, pd: pd, mem: m.Bytes(), cq: cq}
+	access := []verbs.Access{
+		verbs.AccessLocalWrite | verbs.AccessRemoteWrite,
+		verbs.AccessLocalWrite | verbs.AccessRemoteRead,
+		verbs.AccessLocalWrite,
+	}
+	for i, a := range access {
+		off := (2*i + 1) * fuzzPage
+		mr, err := pd.RegMR(ft.mem[off:off+fuzzPage], a)
 		require.NoError(f, err)
-		e.mems = append(e.mems, m)
-		cq, err := pd.d.CreateCQ(16)
-		require.NoError(f, err)
-		ft := &fuzzTarget{e: e, pd: pd, mem: m.Bytes(), cq: cq}
-		access := []verbs.Access{
-			verbs.AccessLocalWrite | verbs.AccessRemoteWrite,
-			verbs.AccessLocalWrite | verbs.AccessRemoteRead,
-			verbs.AccessLocalWrite,
-		}
-		for i, a := range access {
-			off := (2*i + 1) * fuzzPage
-			mr, err := pd.RegMR(ft.mem[off:off+fuzzPage], a)
-			require.NoError(f, err)
-			ft.regions[i] = mr
-		}
-		fuzzT = ft
-	})
-	return fuzzT
+		ft.regions[i] = mr
+	}
+	return ft
 }
 
 // patch makes a fuzzed stream meaningful without teaching the fuzzer our
