@@ -102,10 +102,7 @@ func newCellDriver(s *Sim) (*cellDriver, error) {
 			d.window = max(2, 1<<bits.Len(uint(cells-1)))
 		}
 	}
-	if s.cfg.CellBDP > 0 {
-		mtu := int64(s.cfg.MTU)
-		d.cellSize = max(mtu, (int64(s.cfg.CellBDP*float64(s.cfg.BDP))+mtu-1)/mtu*mtu)
-	}
+	d.cellSize = s.cfg.cellBytes()
 	d.names = make([]string, s.f.hosts)
 	for h := range d.names {
 		d.names[h] = fmt.Sprintf("host %d", h)

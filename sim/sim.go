@@ -91,6 +91,10 @@ func New(cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	if cfg.MinSoftTimeout == 0 {
+		// Only PFC leaves it unset (Defaults).
+		cfg.MinSoftTimeout = cfg.losslessSoftFloor(f.diameter())
+	}
 	s := &Sim{cfg: cfg, f: f, rng: newRNG(cfg.Seed), hosts: make([]host, f.hosts)}
 	if cfg.PFC {
 		s.pfcHdrm = cfg.pfcHeadroom()

@@ -48,7 +48,7 @@ func run() error {
 		cellBDP   = flag.Float64("cell-bdp", 1.5, "RDMACell: flowcell size in BDPs (0: the engine's adaptive sizing)")
 		qpReset   = flag.Duration("qp-reset", 100*time.Microsecond, "RDMACell: QP reset latency")
 		recvLead  = flag.Duration("recv-lead", time.Millisecond, "RDMACell: how long before a flow its receiver posts the range")
-		softFloor = flag.Duration("soft-floor", time.Millisecond, "RDMACell: the floor of the engine's soft timeout")
+		softFloor = flag.Duration("soft-floor", 0, "RDMACell: the floor of the engine's soft timeout (0: 1ms, or with -pfc the lossless bound derived from the fabric)")
 		backoff   = flag.Int("soft-backoff", 64, "RDMACell: most the engine stretches its soft timeout after soft timeouts (1: no back-off)")
 		tokenPrio = flag.Bool("token-prio", true, "RDMACell: receiver-end QPs (tokens) in the ACKs' priority class")
 		noDCQCN   = flag.Bool("no-dcqcn", false, "disable DCQCN")
