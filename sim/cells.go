@@ -53,9 +53,14 @@ type conn struct {
 	resetting []bool
 	sent      bool // the flow was handed to the sender
 	// active says an end is in its host's round robin, rr which of its
-	// QPs it serves next.
+	// QPs it serves next. pend[end] has bit p set when path p's QP at
+	// that end may have packets to send (set when one is activated,
+	// cleared when pick finds it has none): pick reads only those QPs,
+	// as a QP's first read is a cache miss and half of those it read
+	// had nothing to send.
 	active [2]bool
 	rr     [2]int
+	pend   [2]uint64
 	done   [2]bool
 	// queue is a pair connection's messages in the order they are sent,
 	// recvs how many of them the receiver has posted; waiting holds the
@@ -212,7 +217,7 @@ func (d *cellDriver) newConn(src, dst int32) int32 {
 	c := &d.conns[ci]
 	c.gen = (c.gen + 1) & 0x7fff
 	c.tickAt, c.sent, c.done = [2]int64{}, false, [2]bool{}
-	c.active, c.rr = [2]bool{}, [2]int{}
+	c.active, c.rr, c.pend = [2]bool{}, [2]int{}, [2]uint64{}
 	clear(c.resetting)
 	c.grants = c.grants[:0]
 	for e := range 2 {
@@ -269,9 +274,13 @@ func (d *cellDriver) pick(u int32, wake *int64) (qi int32, ready, busy bool) {
 	n := len(c.qp) / 2
 	for k := range n {
 		p := (c.rr[end] + k) % n
+		if c.pend[end]&(1<<p) == 0 {
+			continue
+		}
 		i := c.qp[2*p+end]
 		q := &s.qps[i]
 		if q.sndNxt >= q.total {
+			c.pend[end] &^= 1 << p
 			continue
 		}
 		busy = true

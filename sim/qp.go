@@ -129,6 +129,7 @@ func (s *Sim) activate(i int32) {
 		// however many QPs it spreads over: it gains no share by opening
 		// paths, as a baseline flow has one QP.
 		c := &s.cells.conns[q.conn]
+		c.pend[q.end] |= 1 << q.path
 		if !c.active[q.end] {
 			c.active[q.end] = true
 			h := &s.hosts[q.src]
