@@ -86,7 +86,7 @@ const pairRanges = 64
 var errPeerReset = errors.New("peer reset the QP")
 
 func newCellDriver(s *Sim) (*cellDriver, error) {
-	d := &cellDriver{s: s, connOf: make([]int32, len(s.flows)), errDelay: min(5_000, s.cfg.QPReset/2)}
+	d := &cellDriver{s: s, connOf: make([]int32, len(s.flows)), errDelay: min(5_000, s.cfg.QPReset/2), cellSize: s.cfg.cellBytes()}
 	for i := range d.connOf {
 		d.connOf[i] = -1
 	}
@@ -107,7 +107,6 @@ func newCellDriver(s *Sim) (*cellDriver, error) {
 			d.window = max(2, 1<<bits.Len(uint(cells-1)))
 		}
 	}
-	d.cellSize = s.cfg.cellBytes()
 	d.names = make([]string, s.f.hosts)
 	for h := range d.names {
 		d.names[h] = fmt.Sprintf("host %d", h)
