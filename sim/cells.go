@@ -57,11 +57,15 @@ type conn struct {
 	// that end may have packets to send (set when one is activated,
 	// cleared when pick finds it has none): pick reads only those QPs,
 	// as a QP's first read is a cache miss and half of those it read
-	// had nothing to send.
-	active [2]bool
-	rr     [2]int
-	pend   [2]uint64
-	done   [2]bool
+	// had nothing to send. notBefore[end] is when the first of them is
+	// past its pacing gap, set when pick found every one paced: until
+	// then pick reads none. Whatever may make one of them ready sooner
+	// or idle (activate, a reset, an ACK past sndNxt) clears it.
+	active    [2]bool
+	rr        [2]int
+	pend      [2]uint64
+	notBefore [2]int64
+	done      [2]bool
 	// queue is a pair connection's messages in the order they are sent,
 	// recvs how many of them the receiver has posted; waiting holds the
 	// sends beyond the engine's MaxRanges, in order, as the runtime's
@@ -216,7 +220,7 @@ func (d *cellDriver) newConn(src, dst int32) int32 {
 	c := &d.conns[ci]
 	c.gen = (c.gen + 1) & 0x7fff
 	c.tickAt, c.sent, c.done = [2]int64{}, false, [2]bool{}
-	c.active, c.rr, c.pend = [2]bool{}, [2]int{}, [2]uint64{}
+	c.active, c.rr, c.pend, c.notBefore = [2]bool{}, [2]int{}, [2]uint64{}, [2]int64{}
 	clear(c.resetting)
 	c.grants = c.grants[:0]
 	for e := range 2 {
@@ -270,7 +274,14 @@ func (d *cellDriver) pick(u int32, wake *int64) (qi int32, ready, busy bool) {
 	s := d.s
 	ci, end := u/2, int(u%2)
 	c := &d.conns[ci]
+	if nb := c.notBefore[end]; s.now < nb {
+		if *wake < 0 || nb < *wake {
+			*wake = nb
+		}
+		return -1, false, true
+	}
 	n := len(c.qp) / 2
+	first := int64(-1)
 	for k := range n {
 		p := (c.rr[end] + k) % n
 		if c.pend[end]&(1<<p) == 0 {
@@ -283,22 +294,30 @@ func (d *cellDriver) pick(u int32, wake *int64) (qi int32, ready, busy bool) {
 			continue
 		}
 		busy = true
-		if !s.cfg.NoDCQCN {
-			q.dc.increase(s.now)
-		}
 		if q.nextAvail > s.now {
-			if *wake < 0 || q.nextAvail < *wake {
-				*wake = q.nextAvail
+			if first < 0 || q.nextAvail < first {
+				first = q.nextAvail
 			}
 			continue
 		}
+		// DCQCN's stages are exact whenever applied (dcqcn.cnp): only
+		// the QP about to send needs its rate now.
+		if !s.cfg.NoDCQCN {
+			q.dc.increase(s.now)
+		}
 		c.rr[end] = (p + 1) % n
+		c.notBefore[end] = 0
 		return i, true, true
 	}
 	if !busy {
 		c.active[end] = false
+		return -1, false, false
 	}
-	return -1, false, busy
+	c.notBefore[end] = first
+	if *wake < 0 || first < *wake {
+		*wake = first
+	}
+	return -1, false, true
 }
 
 // close releases a finished flow's connection.
@@ -472,6 +491,7 @@ func (d *cellDriver) reset(ci, p, end int32) {
 		return
 	}
 	c.resetting[p] = true
+	c.notBefore = [2]int64{}
 	s.st.PathResets++
 	for k := range 2 {
 		q := &s.qps[c.qp[2*int(p)+k]]
