@@ -164,7 +164,7 @@ const adaptiveMaxCell = 4 << 20
 // anything a slow path would not deliver; it can only move a cell that
 // was on its way, reset a QP and start a fresh one at line rate. Measured
 // at K=4, 80 % AliStorage, 10 ms, with the 1 ms floor (bench/sim/README.md,
-// "PFC"): 98 % of the soft timeouts found the cell's packets not all
+// "Lossless"): 98 % of the soft timeouts found the cell's packets not all
 // sent yet by its QP, half of them paced by DCQCN at 2.2 Gb/s or less (a
 // tenth at its 0.1 Gb/s floor), with the NIC shared by 45 connections
 // (median); 84 % came before the path had any RTT sample, and 13 % while
