@@ -53,10 +53,19 @@ type conn struct {
 	resetting []bool
 	sent      bool // the flow was handed to the sender
 	// active says an end is in its host's round robin, rr which of its
-	// QPs it serves next.
-	active [2]bool
-	rr     [2]int
-	done   [2]bool
+	// QPs it serves next. pend[end] has bit p set when path p's QP at
+	// that end may have packets to send (set when one is activated,
+	// cleared when pick finds it has none): pick reads only those QPs,
+	// as a QP's first read is a cache miss and half of those it read
+	// had nothing to send. notBefore[end] is when the first of them is
+	// past its pacing gap, set when pick found every one paced: until
+	// then pick reads none. Whatever may make one of them ready sooner
+	// or idle (activate, a reset, an ACK past sndNxt) clears it.
+	active    [2]bool
+	rr        [2]int
+	pend      [2]uint64
+	notBefore [2]int64
+	done      [2]bool
 	// queue is a pair connection's messages in the order they are sent,
 	// recvs how many of them the receiver has posted; waiting holds the
 	// sends beyond the engine's MaxRanges, in order, as the runtime's
@@ -81,7 +90,7 @@ const pairRanges = 64
 var errPeerReset = errors.New("peer reset the QP")
 
 func newCellDriver(s *Sim) (*cellDriver, error) {
-	d := &cellDriver{s: s, connOf: make([]int32, len(s.flows)), errDelay: min(5_000, s.cfg.QPReset/2)}
+	d := &cellDriver{s: s, connOf: make([]int32, len(s.flows)), errDelay: min(5_000, s.cfg.QPReset/2), cellSize: s.cfg.cellBytes()}
 	for i := range d.connOf {
 		d.connOf[i] = -1
 	}
@@ -101,10 +110,6 @@ func newCellDriver(s *Sim) (*cellDriver, error) {
 			d.depth = max(cells, 1)
 			d.window = max(2, 1<<bits.Len(uint(cells-1)))
 		}
-	}
-	if s.cfg.CellBDP > 0 {
-		mtu := int64(s.cfg.MTU)
-		d.cellSize = max(mtu, (int64(s.cfg.CellBDP*float64(s.cfg.BDP))+mtu-1)/mtu*mtu)
 	}
 	d.names = make([]string, s.f.hosts)
 	for h := range d.names {
@@ -215,7 +220,7 @@ func (d *cellDriver) newConn(src, dst int32) int32 {
 	c := &d.conns[ci]
 	c.gen = (c.gen + 1) & 0x7fff
 	c.tickAt, c.sent, c.done = [2]int64{}, false, [2]bool{}
-	c.active, c.rr = [2]bool{}, [2]int{}
+	c.active, c.rr, c.pend, c.notBefore = [2]bool{}, [2]int{}, [2]uint64{}, [2]int64{}
 	clear(c.resetting)
 	c.grants = c.grants[:0]
 	for e := range 2 {
@@ -269,31 +274,50 @@ func (d *cellDriver) pick(u int32, wake *int64) (qi int32, ready, busy bool) {
 	s := d.s
 	ci, end := u/2, int(u%2)
 	c := &d.conns[ci]
+	if nb := c.notBefore[end]; s.now < nb {
+		if *wake < 0 || nb < *wake {
+			*wake = nb
+		}
+		return -1, false, true
+	}
 	n := len(c.qp) / 2
+	first := int64(-1)
 	for k := range n {
 		p := (c.rr[end] + k) % n
+		if c.pend[end]&(1<<p) == 0 {
+			continue
+		}
 		i := c.qp[2*p+end]
 		q := &s.qps[i]
 		if q.sndNxt >= q.total {
+			c.pend[end] &^= 1 << p
 			continue
 		}
 		busy = true
-		if !s.cfg.NoDCQCN {
-			q.dc.increase(s.now)
-		}
 		if q.nextAvail > s.now {
-			if *wake < 0 || q.nextAvail < *wake {
-				*wake = q.nextAvail
+			if first < 0 || q.nextAvail < first {
+				first = q.nextAvail
 			}
 			continue
 		}
+		// DCQCN's stages are exact whenever applied (dcqcn.cnp): only
+		// the QP about to send needs its rate now.
+		if !s.cfg.NoDCQCN {
+			q.dc.increase(s.now)
+		}
 		c.rr[end] = (p + 1) % n
+		c.notBefore[end] = 0
 		return i, true, true
 	}
 	if !busy {
 		c.active[end] = false
+		return -1, false, false
 	}
-	return -1, false, busy
+	c.notBefore[end] = first
+	if *wake < 0 || first < *wake {
+		*wake = first
+	}
+	return -1, false, true
 }
 
 // close releases a finished flow's connection.
@@ -467,6 +491,7 @@ func (d *cellDriver) reset(ci, p, end int32) {
 		return
 	}
 	c.resetting[p] = true
+	c.notBefore = [2]int64{}
 	s.st.PathResets++
 	for k := range 2 {
 		q := &s.qps[c.qp[2*int(p)+k]]

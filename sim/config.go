@@ -58,12 +58,14 @@ type Config struct {
 	// (negative: the engine's adaptive sizing), QPReset the time to take a QP
 	// through ERR..RTS with its peer, RecvLead how long before a flow
 	// starts its receiver posts the range.
-	Paths          int
-	CellBDP        float64
-	BDP            int64
-	QPReset        int64
-	RecvLead       int64
-	InitialRTT     int64
+	Paths      int
+	CellBDP    float64
+	BDP        int64
+	QPReset    int64
+	RecvLead   int64
+	InitialRTT int64
+	// MinSoftTimeout is the floor of the engine's T_soft: 1 ms lossy;
+	// with PFC, by default, the lossless bound of losslessSoftFloor.
 	MinSoftTimeout int64
 	// SoftBackoff is the engine's MaxSoftBackoff (0: its default; 1: no
 	// back-off, the engine before it had one).
@@ -136,7 +138,54 @@ func (c *Config) Defaults() {
 	def(&c.QPReset, 100_000)
 	def(&c.RecvLead, 1_000_000)
 	def(&c.InitialRTT, 100_000)
-	def(&c.MinSoftTimeout, 1_000_000)
+	if !c.PFC {
+		def(&c.MinSoftTimeout, 1_000_000)
+	}
+	// With PFC, New sets it from the fabric it builds (losslessSoftFloor).
+}
+
+// cellBytes is the RDMACell flowcell size, CellBDP × BDP rounded up to
+// whole packets, or 0 when the engine sizes cells itself.
+func (c *Config) cellBytes() int64 {
+	if c.CellBDP <= 0 {
+		return 0
+	}
+	mtu := int64(c.MTU)
+	return max(mtu, (int64(c.CellBDP*float64(c.BDP))+mtu-1)/mtu*mtu)
+}
+
+// adaptiveMaxCell is the largest cell the engine sizes itself, the
+// default of cell.Config.MaxCellSize, which the simulator leaves as is.
+const adaptiveMaxCell = 4 << 20
+
+// losslessSoftFloor is the floor of T_soft in a lossless fabric: the
+// longest a cell can take with nothing lost, over a path of hops links.
+// With PFC no packet is dropped, so a soft timeout cannot recover
+// anything a slow path would not deliver; it can only move a cell that
+// was on its way, reset a QP and start a fresh one at line rate. Measured
+// at K=4, 80 % AliStorage, 10 ms, with the 1 ms floor (bench/sim/README.md,
+// "Lossless"): 98 % of the soft timeouts found the cell's packets not all
+// sent yet by its QP, half of them paced by DCQCN at 2.2 Gb/s or less (a
+// tenth at its 0.1 Gb/s floor), with the NIC shared by 45 connections
+// (median); 84 % came before the path had any RTT sample, and 13 % while
+// the host's port was paused. The sender's pacing made the cells late,
+// not lost packets nor a var that collapsed between pauses. So the bound
+// is what a cell may spend in each place: its packets paced at DCQCN's
+// minimum rate, then at every hop a full port buffer ahead of it (what
+// PFC lets a port hold), and the propagation there and back (tokens
+// cross in the control class, which PFC never pauses, with TokenPrio).
+// Adaptive cells are bounded by the engine's largest.
+// A QP whose host NIC is shared by more connections than line rate over
+// the minimum rate can be slower still; the engine's back-off covers it.
+func (c *Config) losslessSoftFloor(hops int) int64 {
+	n := c.cellBytes()
+	if n == 0 {
+		n = adaptiveMaxCell
+	}
+	mtu := int64(c.MTU)
+	wire := (n + mtu - 1) / mtu * (mtu + int64(c.Header))
+	ns := float64(wire)*8/dcMinRate + float64(hops)*(float64(c.BufferPerPort)*8/c.Gbps+2*float64(c.LinkDelay))
+	return int64(math.Ceil(ns))
 }
 
 func (c *Config) validate() error {

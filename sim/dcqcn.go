@@ -8,7 +8,8 @@ import "math"
 // increase timer with one fast-recovery stage, then additive (40 Mb/s)
 // and hyper (100 Mb/s) increase; no byte counter. The timers are lazy:
 // they are applied when the QP sends or hears a CNP, on their own grid,
-// rather than costing an event per microsecond per QP.
+// rather than costing an event per microsecond per QP; applied late,
+// they give the rates they would have given on time.
 type dcqcn struct {
 	line, rc, rt, alpha float64 // Gb/s
 	alphaT, decT, incT  int64
@@ -39,8 +40,12 @@ func (d *dcqcn) decay(now int64) {
 	}
 }
 
-// cnp reacts to a congestion notification.
+// cnp reacts to a congestion notification, after the increase stages
+// due by now: the rate it cuts is the one the timer has raised, as if
+// the timer were an event, so that when the lazy stages are applied does
+// not change the rate.
 func (d *dcqcn) cnp(now int64) {
+	d.increase(now)
 	d.decay(now)
 	d.alpha = (1-dcG)*d.alpha + dcG
 	d.alphaT = now

@@ -16,6 +16,14 @@
 // pooled slice, named by index: the hot path allocates nothing. A run is
 // deterministic for its Config (seed included).
 //
+// RDMACell's soft timeout (T_soft, the engine's RTT estimate with a
+// floor) is what moves a cell off a path that is slow or broken. In a
+// lossy fabric the floor is the engine's 1 ms. With PFC nothing is lost,
+// so a timeout cannot recover anything that waiting would not, and with a
+// 1 ms floor it fired on cells still at their sender, paced down by DCQCN
+// on a busy NIC: the floor is then the longest a cell can take with
+// nothing lost, derived from the fabric (Config.MinSoftTimeout).
+//
 // Workloads are flow-size CDFs with Poisson arrivals per host and uniform
 // destinations, measured by FCT slowdown, FCT over the ideal FCT of the
 // flow alone on an empty fabric (see Ideal); or collectives (ring

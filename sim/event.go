@@ -182,6 +182,16 @@ func (q *eventQueue) pop() event {
 	return e
 }
 
+// peek is the event pop would return next if it is in the wheel, or nil.
+// It is a hint (a push may come before it): see Sim.Run.
+func (q *eventQueue) peek() *event {
+	if q.n == 0 {
+		return nil
+	}
+	i := q.next()
+	return &q.slot[i][q.head[i]]
+}
+
 // pull moves the heap's events that the wheel now spans into it, before
 // any event of the same instant can be pushed there directly.
 func (q *eventQueue) pull() {

@@ -25,15 +25,17 @@ func (s *Sim) nicPull(h int32) int32 {
 		} else {
 			q := &s.qps[i]
 			busy = q.sndNxt < q.total
-			if busy && !s.cfg.NoDCQCN {
-				q.dc.increase(s.now)
-			}
 			if busy && q.nextAvail > s.now {
 				if wake < 0 || q.nextAvail < wake {
 					wake = q.nextAvail
 				}
 			} else {
 				ready = busy
+				// Exact whenever applied (dcqcn.cnp): only a QP about
+				// to send needs its rate now.
+				if ready && !s.cfg.NoDCQCN {
+					q.dc.increase(s.now)
+				}
 			}
 			if !busy {
 				q.active = false

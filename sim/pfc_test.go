@@ -78,3 +78,57 @@ func TestPFCResumeOvertakesPause(t *testing.T) {
 	require.NotZero(t, s.Flows()[0].Finish)
 	assert.False(t, s.f.ports[s.f.ports[pi].peerPort].paused, "the neighbour was resumed last")
 }
+
+// The lossless floor of T_soft by hand, for the paper's K=8 setting: a
+// 234,000 B cell is 234 packets of 1,048 B on the wire, 19,618,560 ns at
+// DCQCN's 0.1 Gb/s; six links, each behind a 2 MiB port buffer at
+// 100 Gb/s (167,772.16 ns) with 1 µs of propagation each way: 1,018,632.96
+// ns, rounded up.
+func TestLosslessSoftFloor(t *testing.T) {
+	cfg := Config{Scheme: "rdmacell", PFC: true, Flows: []Flow{{Src: 0, Dst: 1, Size: 1}}}
+	s, err := New(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 6, s.f.diameter())
+	assert.Equal(t, int64(19_618_560+1_018_633), s.cfg.MinSoftTimeout)
+
+	cfg.PFC = false
+	s, err = New(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1_000_000), s.cfg.MinSoftTimeout, "lossy: the engine's 1 ms")
+
+	cfg.PFC, cfg.MinSoftTimeout = true, 3_000_000
+	s, err = New(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3_000_000), s.cfg.MinSoftTimeout, "a floor given is kept")
+
+	cfg = Config{Topology: Topology{Kind: "leafspine", Leaves: 2, Spines: 2, HostsPerLeaf: 2}, Scheme: "rdmacell",
+		PFC: true, CellBDP: -1, Flows: []Flow{{Src: 0, Dst: 3, Size: 1}}}
+	s, err = New(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 4, s.f.diameter())
+	// Adaptive cells: the engine's largest, 4 MiB, is 4,195 packets,
+	// 351,708,800 ns; four links, 679,088.64 ns.
+	assert.Equal(t, int64(351_708_800+679_089), s.cfg.MinSoftTimeout)
+}
+
+// K=4 at 80 % load with PFC: RDMACell's soft timeouts used to fire on
+// cells that were only slow (their QP paced down by DCQCN, the NIC
+// shared by dozens of connections), resetting QPs in a fabric that loses
+// nothing. With the lossless floor none fires and nothing is lost; the
+// 1 ms floor of the lossy setting, on the same flows, resets QPs.
+func TestLosslessNoSpuriousSoftTimeouts(t *testing.T) {
+	cfg := k4("rdmacell")
+	cfg.PFC, cfg.Workload, cfg.Load = true, aliWorkload(t), 0.8
+	cfg.Duration = 1_000_000
+	s := run(t, cfg)
+	st := s.Stats()
+	assert.Zero(t, st.PathResets, "no QP reset in a lossless fabric")
+	assert.Zero(t, st.Drops)
+	assert.Zero(t, st.Unfinished)
+	assert.NotZero(t, st.Pauses, "the case must make PFC pause")
+
+	cfg.MinSoftTimeout = 1_000_000
+	st = run(t, cfg).Stats()
+	assert.NotZero(t, st.PathResets, "the 1 ms floor times out slow cells")
+	assert.Zero(t, st.Drops)
+}

@@ -129,6 +129,8 @@ func (s *Sim) activate(i int32) {
 		// however many QPs it spreads over: it gains no share by opening
 		// paths, as a baseline flow has one QP.
 		c := &s.cells.conns[q.conn]
+		c.pend[q.end] |= 1 << q.path
+		c.notBefore[q.end] = 0
 		if !c.active[q.end] {
 			c.active[q.end] = true
 			h := &s.hosts[q.src]
@@ -164,6 +166,11 @@ func (s *Sim) acked(i int32, seq int32) {
 	q.sndUna = seq
 	if q.sndNxt < seq {
 		q.sndNxt = seq
+		if q.conn >= 0 {
+			// It may have nothing left to send: its end's round robin
+			// must look again (cellDriver.pick).
+			s.cells.conns[q.conn].notBefore[q.end] = 0
+		}
 	}
 	q.rtoAt = s.now + s.cfg.RTO
 	for q.msgs.head < q.msgs.tail {

@@ -107,3 +107,16 @@ func TestRDMACellMovesCellsOffASlowPath(t *testing.T) {
 	spray, adaptive := share("rdmacell-spray"), share("rdmacell")
 	assert.Less(t, adaptive, spray, "adaptive %.2f of the bytes on the slow spine, spray %.2f", adaptive, spray)
 }
+
+// A connection per flow never holds more cells than its flow: the
+// engines get the smallest window and receive depth that hold the
+// largest flow's (here 3 cells of 234,000 B), which clear less on reuse.
+func TestCellEnginesSizedToFlows(t *testing.T) {
+	cfg := k4("rdmacell")
+	cfg.Flows = []Flow{{Src: 0, Dst: 15, Size: 500_000}, {Src: 1, Dst: 14, Size: 4000}}
+	s, err := New(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, int64(234_000), s.cells.cellSize)
+	assert.Equal(t, 3, s.cells.depth)
+	assert.Equal(t, 4, s.cells.window)
+}

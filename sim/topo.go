@@ -249,3 +249,14 @@ func (f *fabric) hops(a, b int32) int {
 	ta, tb := f.nodes[a].tor, f.nodes[b].tor
 	return int(f.dist[f.torIx[tb]][ta]) + 2
 }
+
+// diameter is the most links between two hosts.
+func (f *fabric) diameter() int {
+	most := int32(0)
+	for ti := range f.tors {
+		for _, t := range f.tors {
+			most = max(most, f.dist[ti][t])
+		}
+	}
+	return int(most) + 2
+}

@@ -37,7 +37,8 @@ func run() error {
 		schemes   = flag.String("schemes", strings.Join(sim.Schemes, ","), "comma-separated schemes")
 		workloads = flag.String("workloads", "", "comma-separated workload CDF files (size bytes, cumulative percent)")
 		loads     = flag.String("loads", "0.2,0.4,0.6,0.8", "comma-separated loads in (0,1]")
-		seeds     = flag.Int("seeds", 1, "seeds per point (1..n)")
+		seeds     = flag.Int("seeds", 1, "seeds per point (first-seed..first-seed+n-1)")
+		firstSeed = flag.Int("first-seed", 1, "the first seed: one long run per seed can go alone")
 		duration  = flag.Duration("duration", 20*time.Millisecond, "arrivals window (simulated)")
 		warmup    = flag.Duration("warmup", 5*time.Millisecond, "flows starting earlier are not counted")
 		drain     = flag.Duration("drain", 50*time.Millisecond, "simulated time after the arrivals for the last flows to finish")
@@ -48,7 +49,7 @@ func run() error {
 		cellBDP   = flag.Float64("cell-bdp", 1.5, "RDMACell: flowcell size in BDPs (0: the engine's adaptive sizing)")
 		qpReset   = flag.Duration("qp-reset", 100*time.Microsecond, "RDMACell: QP reset latency")
 		recvLead  = flag.Duration("recv-lead", time.Millisecond, "RDMACell: how long before a flow its receiver posts the range")
-		softFloor = flag.Duration("soft-floor", time.Millisecond, "RDMACell: the floor of the engine's soft timeout")
+		softFloor = flag.Duration("soft-floor", 0, "RDMACell: the floor of the engine's soft timeout (0: 1ms, or with -pfc the lossless bound derived from the fabric)")
 		backoff   = flag.Int("soft-backoff", 64, "RDMACell: most the engine stretches its soft timeout after soft timeouts (1: no back-off)")
 		tokenPrio = flag.Bool("token-prio", true, "RDMACell: receiver-end QPs (tokens) in the ACKs' priority class")
 		noDCQCN   = flag.Bool("no-dcqcn", false, "disable DCQCN")
@@ -107,7 +108,7 @@ func run() error {
 	for _, w := range wls {
 		for _, l := range ls {
 			for _, sc := range strings.Split(*schemes, ",") {
-				for seed := 1; seed <= *seeds; seed++ {
+				for seed := *firstSeed; seed < *firstSeed+*seeds; seed++ {
 					js = append(js, sim.Job{Scheme: sc, Workload: w, Load: l, Seed: uint64(seed)})
 				}
 			}
