@@ -33,10 +33,11 @@
 // grants, finals), feeds the engine, ticks it by its deadline and acts on
 // its outputs in the order Ready documents. Callers posting a range act
 // on the resulting outputs themselves, so a range starts without waiting
-// for that goroutine. While ranges are in flight it polls, then waits in
-// the CQ with a growing timeout, since ring records signal nothing; with
-// nothing in flight it parks in the CQ and costs no CPU until a
-// completion arrives or a range is posted.
+// for that goroutine. While ranges are in flight it polls (only where
+// polling does work: not over a verbs.PassiveCQ, such as tcp's), then
+// waits in the CQ with a growing timeout, since ring records signal
+// nothing; with nothing in flight it parks in the CQ and costs no CPU
+// until a completion arrives or a range is posted.
 //
 // # Rings
 //
