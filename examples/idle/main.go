@@ -58,6 +58,7 @@ func run(ctx context.Context, idle time.Duration, traceDir string) (err error) {
 		return err
 	}
 	fmt.Printf("pid %d idle for %v\n", os.Getpid(), idle)
+	stopTrace := func() {}
 	if traceDir != "" {
 		f, err := os.Create(filepath.Join(traceDir, fmt.Sprintf("rank-%d.trace", c.Rank())))
 		if err != nil {
@@ -67,11 +68,10 @@ func run(ctx context.Context, idle time.Duration, traceDir string) (err error) {
 		if err := trace.Start(f); err != nil {
 			return err
 		}
-		time.Sleep(idle)
-		trace.Stop()
-	} else {
-		time.Sleep(idle)
+		stopTrace = trace.Stop
 	}
+	time.Sleep(idle)
+	stopTrace()
 	// A second barrier: every rank is still there after the idle window.
 	return collectives.Barrier(ctx, g)
 }

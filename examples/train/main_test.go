@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
-	"os"
 	"regexp"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rdmacell/rdmacell/internal/syncbuf"
-	"github.com/rdmacell/rdmacell/launcher"
+	"github.com/rdmacell/rdmacell/internal/launchtest"
 )
 
 var epochLine = regexp.MustCompile(`(?m)^\[0\] epoch (\d+) loss ([0-9.]+)$`)
@@ -20,21 +16,9 @@ var epochLine = regexp.MustCompile(`(?m)^\[0\] epoch (\d+) loss ([0-9.]+)$`)
 // through the launcher, and checks what the example promises: it exits 0,
 // rank 0's loss falls, and the ranks end with identical weights.
 func TestTrainThroughLauncher(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	var stdout, stderr syncbuf.Buffer
-	code, err := launcher.Run(ctx, launcher.Config{
-		Program:      ".", // the launcher builds this directory once
-		Args:         []string{"-epochs", "4", "-samples", "2048", "-timeout", "90s"},
-		ProcsPerNode: 2,
-		Nodes:        1,
-		Env:          os.Environ(),
-	}, &stdout, &stderr)
-	out := "stdout:\n" + stdout.String() + "\nstderr:\n" + stderr.String()
-	require.NoError(t, err, out)
-	require.Zero(t, code, out)
+	stdout, out := launchtest.Run(t, 2, "", "-epochs", "4", "-samples", "2048", "-timeout", "90s")
 
-	matches := epochLine.FindAllStringSubmatch(stdout.String(), -1)
+	matches := epochLine.FindAllStringSubmatch(stdout, -1)
 	require.Len(t, matches, 4, out)
 	var losses []float64
 	for i, m := range matches {
@@ -46,5 +30,5 @@ func TestTrainThroughLauncher(t *testing.T) {
 	for i := 1; i < len(losses); i++ {
 		require.Less(t, losses[i], losses[i-1], "loss must fall every epoch: %v", losses)
 	}
-	require.Contains(t, stdout.String(), "[0] weights identical on all 2 ranks", out)
+	require.Contains(t, stdout, "[0] weights identical on all 2 ranks", out)
 }
