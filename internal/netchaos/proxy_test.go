@@ -53,45 +53,40 @@ func link(t *testing.T, p *Proxy) *Link {
 	return nil
 }
 
+// echoed writes b through c and reads back as many bytes.
+func echoed(t *testing.T, c net.Conn, b []byte) []byte {
+	t.Helper()
+	_, err := c.Write(b)
+	require.NoError(t, err)
+	got := make([]byte, len(b))
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	return got
+}
+
 func TestForwardsAndKeepsTheHead(t *testing.T) {
 	p, c := dialProxy(t)
 	msg := []byte("hello through the proxy, more than a few bytes long, so that the head is cut at sixty-four")
-	_, err := c.Write(msg)
-	require.NoError(t, err)
-	got := make([]byte, len(msg))
-	_, err = io.ReadFull(c, got)
-	require.NoError(t, err)
-	require.Equal(t, msg, got)
+	require.Equal(t, msg, echoed(t, c, msg))
 	require.Equal(t, msg[:headLen], link(t, p).Head())
 }
 
 // Held bytes are delivered once the hold ends, in order and whole.
 func TestHoldDelaysDelivery(t *testing.T) {
 	p, c := dialProxy(t)
-	_, err := c.Write([]byte{1})
-	require.NoError(t, err)
-	_, err = io.ReadFull(c, make([]byte, 1))
-	require.NoError(t, err)
+	echoed(t, c, []byte{1})
 	const hold = 200 * time.Millisecond
 	link(t, p).Hold(0, hold)
 	start := time.Now()
-	_, err = c.Write([]byte{2, 3})
-	require.NoError(t, err)
-	got := make([]byte, 2)
-	_, err = io.ReadFull(c, got)
-	require.NoError(t, err)
-	require.Equal(t, []byte{2, 3}, got)
+	require.Equal(t, []byte{2, 3}, echoed(t, c, []byte{2, 3}))
 	require.GreaterOrEqual(t, time.Since(start), hold, "nothing came back before the hold ended")
 }
 
 func TestCutResetsBothEnds(t *testing.T) {
 	p, c := dialProxy(t)
-	_, err := c.Write([]byte{1})
-	require.NoError(t, err)
-	_, err = io.ReadFull(c, make([]byte, 1))
-	require.NoError(t, err)
+	echoed(t, c, []byte{1})
 	link(t, p).Cut()
-	_, err = c.Read(make([]byte, 1))
+	_, err := c.Read(make([]byte, 1))
 	require.Error(t, err, "a cut link ends the connection")
 	require.NotErrorIs(t, err, io.EOF, "abortively, not with an orderly close")
 }
