@@ -97,9 +97,9 @@ type path struct {
 	target    uint32 // the incarnation a reset under way brings up
 	inbox     chan ctlMsg
 	early     *ctlMsg // the peer's next reset, come before ours finished
-	// abandon ends the attempt under way, whose worker runs while working.
+	// abandon ends the attempt under way (a no-op once its worker is
+	// done).
 	abandon  context.CancelCauseFunc
-	working  bool
 	failures int  // attempts in a row that failed after both QPs left ERR
 	probing  bool // reset with the peer; its probe is on the way
 	closed   bool // closed or being closed: post nothing

@@ -31,9 +31,7 @@ func (c *Conn) dispatchLocked(now int64, m ctlMsg) {
 		// The peer began the next incarnation: it finished ours before we
 		// applied it, or gave ours up. Ours is over either way.
 		p.early = &m
-		if p.working {
-			p.abandon(errAbandoned)
-		}
+		p.abandon(errAbandoned)
 	case m.kind == msgEP && !p.resetting && m.gen == p.gen+1:
 		if p.probing {
 			// The path is back, and the peer already wants it reset.

@@ -72,7 +72,7 @@ func (c *Conn) startResetLocked(r *cell.Reset) {
 	p.inbox = make(chan ctlMsg, 4)
 	ctx, cancel := context.WithTimeoutCause(c.life, c.cfg.ResetTimeout, fmt.Errorf("%w: within %v", ErrResetTimeout, c.cfg.ResetTimeout))
 	ctx, abandon := context.WithCancelCause(ctx)
-	p.abandon, p.working = abandon, true
+	p.abandon = abandon
 	var wait time.Duration
 	if p.failures > 0 {
 		wait = min(minResetBackoff<<min(p.failures-1, 16), c.cfg.ResetTimeout/4)
@@ -128,7 +128,6 @@ func (c *Conn) resetWorker(ctx context.Context, cancel context.CancelFunc, p *pa
 		}
 	}
 	c.mu.Lock()
-	p.working = false
 	c.resetDone = append(c.resetDone, resetResult{path: p.idx, gen: gen, err: err, again: again})
 	c.kickLocked()
 	c.mu.Unlock()
