@@ -300,11 +300,7 @@ func (d *cellDriver) pick(u int32, wake *int64) (qi int32, ready, busy bool) {
 			}
 			continue
 		}
-		// DCQCN's stages are exact whenever applied (dcqcn.cnp): only
-		// the QP about to send needs its rate now.
-		if !s.cfg.NoDCQCN {
-			q.dc.increase(s.now)
-		}
+		s.rateBeforeSend(q)
 		c.rr[end] = (p + 1) % n
 		c.notBefore[end] = 0
 		return i, true, true

@@ -31,10 +31,8 @@ func (s *Sim) nicPull(h int32) int32 {
 				}
 			} else {
 				ready = busy
-				// Exact whenever applied (dcqcn.cnp): only a QP about
-				// to send needs its rate now.
-				if ready && !s.cfg.NoDCQCN {
-					q.dc.increase(s.now)
+				if ready {
+					s.rateBeforeSend(q)
 				}
 			}
 			if !busy {
@@ -226,4 +224,14 @@ func (s *Sim) startFlow(i int32) {
 	fl.qp = qi
 	s.post(qi, msg{kind: mFlow, bytes: fl.Size, flow: i})
 	s.collEvent(depStart, i)
+}
+
+// rateBeforeSend applies the DCQCN increase stages of QP q due by now,
+// before it is picked to send. The stages are exact whenever applied
+// (see dcqcn.cnp), so only a QP about to send needs its rate brought up
+// to date.
+func (s *Sim) rateBeforeSend(q *qp) {
+	if !s.cfg.NoDCQCN {
+		q.dc.increase(s.now)
+	}
 }
