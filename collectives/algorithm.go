@@ -17,6 +17,8 @@ type Algorithm uint8
 //	AllToAll, AllToAllV    Pairwise
 //	Barrier                Dissemination
 //
+// and all but AllToAllV have Shared, for ranks on one host.
+//
 // Every algorithm handles every world size; the ones built on powers of
 // two first fold the surplus ranks into partners.
 const (
@@ -41,9 +43,14 @@ const (
 	Tree
 	// Dissemination: log2(n) rounds, each to rank+2^k.
 	Dissemination
+	// Shared: through memory the ranks share, in a pipeline of phases
+	// separated by barriers (see shared.go); every collective but
+	// AllToAllV has it. Auto chooses it whenever the group's ranks all
+	// reach each other over shm; elsewhere forcing it means Auto.
+	Shared
 )
 
-var algoNames = [...]string{"auto", "ring", "recursive-doubling", "halving-doubling", "pairwise", "chain", "tree", "dissemination"}
+var algoNames = [...]string{"auto", "ring", "recursive-doubling", "halving-doubling", "pairwise", "chain", "tree", "dissemination", "shared"}
 
 // String returns the algorithm's name as ParseAlgorithm accepts it.
 func (a Algorithm) String() string {

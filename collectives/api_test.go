@@ -319,7 +319,7 @@ func TestNoAllocations(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	const n = 4
-	for _, algo := range []Algorithm{Ring, RecursiveDoubling, HalvingDoubling} {
+	for _, algo := range []Algorithm{Ring, RecursiveDoubling, HalvingDoubling, Shared} {
 		t.Run(algo.String(), func(t *testing.T) {
 			call := func(ctx context.Context, g *Group, buf []float32) error {
 				if algo == Ring { // the ring goes through the queue

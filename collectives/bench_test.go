@@ -82,3 +82,17 @@ func benchRanks(b *testing.B, w *world, bytes int64, fn func(ctx context.Context
 		}
 	}
 }
+
+// BenchmarkShared measures the Shared algorithm with two ranks, each a
+// goroutine (on two processors, each has one): the latency of an 8-byte
+// AllReduce and the bandwidth of large ones.
+func BenchmarkShared(b *testing.B) {
+	for _, size := range []int{8, 1 << 20, 64 << 20} {
+		b.Run(fmt.Sprintf("AllReduce/%dB", size), func(b *testing.B) {
+			w := newWorld(b, 2, Options{Algorithm: Shared})
+			benchRanks(b, w, int64(size), func(ctx context.Context, r int, g *Group, buf []float32) error {
+				return AllReduce(ctx, g, buf, buf, Sum)
+			}, size/4)
+		})
+	}
+}

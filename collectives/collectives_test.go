@@ -12,7 +12,7 @@ const smallChunk = 64
 var worldSizes = []int{1, 2, 3, 4, 5, 6, 7, 8}
 
 func TestAllReduce(t *testing.T) {
-	for _, algo := range []Algorithm{Auto, Ring, RecursiveDoubling, HalvingDoubling} {
+	for _, algo := range []Algorithm{Auto, Ring, RecursiveDoubling, HalvingDoubling, Shared} {
 		for _, n := range worldSizes {
 			t.Run(fmt.Sprintf("%s/n=%d", algo, n), func(t *testing.T) {
 				t.Parallel()
@@ -47,7 +47,7 @@ func forEach(t *testing.T, algos []Algorithm, fn func(t *testing.T, w *world)) {
 }
 
 func TestReduce(t *testing.T) {
-	forEach(t, []Algorithm{Auto, Chain, Tree}, func(t *testing.T, w *world) {
+	forEach(t, []Algorithm{Auto, Chain, Tree, Shared}, func(t *testing.T, w *world) {
 		for _, s := range suites {
 			t.Run(s.name, func(t *testing.T) {
 				for _, count := range testCounts(w.n) {
@@ -63,7 +63,7 @@ func TestReduce(t *testing.T) {
 }
 
 func TestReduceScatter(t *testing.T) {
-	forEach(t, []Algorithm{Auto, Ring, HalvingDoubling}, func(t *testing.T, w *world) {
+	forEach(t, []Algorithm{Auto, Ring, HalvingDoubling, Shared}, func(t *testing.T, w *world) {
 		for _, s := range suites {
 			t.Run(s.name, func(t *testing.T) {
 				for _, count := range []int{0, 1, 7, 30} {
@@ -79,7 +79,7 @@ func TestReduceScatter(t *testing.T) {
 }
 
 func TestAllGather(t *testing.T) {
-	forEach(t, []Algorithm{Auto, Ring, RecursiveDoubling}, func(t *testing.T, w *world) {
+	forEach(t, []Algorithm{Auto, Ring, RecursiveDoubling, Shared}, func(t *testing.T, w *world) {
 		for _, s := range suites {
 			t.Run(s.name, func(t *testing.T) {
 				for _, count := range []int{0, 1, 7, 30} {
@@ -96,7 +96,7 @@ func TestAllGather(t *testing.T) {
 }
 
 func TestAllToAll(t *testing.T) {
-	forEach(t, []Algorithm{Pairwise}, func(t *testing.T, w *world) {
+	forEach(t, []Algorithm{Pairwise, Shared}, func(t *testing.T, w *world) {
 		for _, s := range suites {
 			t.Run(s.name, func(t *testing.T) {
 				for _, count := range []int{0, 1, 7, 30} {
@@ -113,7 +113,7 @@ func TestAllToAll(t *testing.T) {
 }
 
 func TestBroadcast(t *testing.T) {
-	forEach(t, []Algorithm{Auto, Chain, Tree}, func(t *testing.T, w *world) {
+	forEach(t, []Algorithm{Auto, Chain, Tree, Shared}, func(t *testing.T, w *world) {
 		for _, s := range suites {
 			t.Run(s.name, func(t *testing.T) {
 				for _, count := range testCounts(w.n) {
@@ -129,7 +129,7 @@ func TestBroadcast(t *testing.T) {
 }
 
 func TestBarrier(t *testing.T) {
-	forEach(t, []Algorithm{Dissemination}, func(t *testing.T, w *world) {
+	forEach(t, []Algorithm{Dissemination, Shared}, func(t *testing.T, w *world) {
 		ctx := testCtx(t)
 		for range 5 {
 			w.ok(t, "Barrier", func(r int, g *Group) error { return Barrier(ctx, g) })
@@ -154,26 +154,28 @@ func TestLarge(t *testing.T) {
 			t.Run(fmt.Sprintf("n=%d/chunk=%d", n, chunk), func(t *testing.T) {
 				t.Parallel()
 				f32, bf16 := suiteOf("float32"), suiteOf("bfloat16")
-				for _, algo := range []Algorithm{Ring, RecursiveDoubling, HalvingDoubling} {
+				for _, algo := range []Algorithm{Ring, RecursiveDoubling, HalvingDoubling, Shared} {
 					w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: chunk})
 					f32.allReduce(t, w, count, Sum, false)
 					bf16.allReduce(t, w, count, Avg, true)
 				}
-				for _, algo := range []Algorithm{Ring, HalvingDoubling} {
+				for _, algo := range []Algorithm{Ring, HalvingDoubling, Shared} {
 					w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: chunk})
 					f32.reduceScatter(t, w, count/n, Max, false)
 				}
-				for _, algo := range []Algorithm{Ring, RecursiveDoubling} {
+				for _, algo := range []Algorithm{Ring, RecursiveDoubling, Shared} {
 					w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: chunk})
 					f32.allGather(t, w, count/n, true)
 				}
-				for _, algo := range []Algorithm{Chain, Tree} {
+				for _, algo := range []Algorithm{Chain, Tree, Shared} {
 					w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: chunk})
 					f32.broadcast(t, w, count, n-1, false)
 					f32.reduce(t, w, count, Prod, 1, false)
 				}
-				w := newWorld(t, n, Options{ChunkBytes: chunk})
-				f32.allToAll(t, w, count/n, true)
+				for _, algo := range []Algorithm{Auto, Shared} {
+					w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: chunk})
+					f32.allToAll(t, w, count/n, true)
+				}
 			})
 		}
 	}
@@ -183,7 +185,7 @@ func TestLarge(t *testing.T) {
 func TestLargeWorld(t *testing.T) {
 	const n = 32
 	f32, f16 := suiteOf("float32"), suiteOf("float16")
-	for _, algo := range []Algorithm{Auto, Ring, RecursiveDoubling, HalvingDoubling, Chain, Tree} {
+	for _, algo := range []Algorithm{Auto, Ring, RecursiveDoubling, HalvingDoubling, Chain, Tree, Shared} {
 		t.Run(algo.String(), func(t *testing.T) {
 			w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: smallChunk})
 			for _, count := range []int{1, 29, 100} {

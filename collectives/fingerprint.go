@@ -119,6 +119,9 @@ func dataTagBase(f *fingerprint) uint64 {
 
 // describeTag says in words what a tag belongs to.
 func describeTag(t uint64) string {
+	if t&tagShare == tagShare {
+		return fmt.Sprintf("a shared-memory setup message (round %d)", uint32(t))
+	}
 	if t&tagVerify != 0 {
 		return fmt.Sprintf("a fingerprint-exchange message (round %d)", uint32(t))
 	}

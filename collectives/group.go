@@ -17,6 +17,11 @@ const EnvAlgorithm = "RDMACELL_ALGO"
 // DefaultChunkBytes is the pipelining unit of Ring and Chain.
 const DefaultChunkBytes = 256 << 10
 
+// DefaultSharedChunkBytes is the pipelining unit of Shared. Large enough
+// that the copies through shared memory bypass the cache (Go's copy
+// streams from 1 MiB up), which halves their memory traffic.
+const DefaultSharedChunkBytes = 1 << 20
+
 // Options configure a Group. The zero value is the default.
 type Options struct {
 	// Algorithm forces an algorithm on every collective that implements
@@ -27,8 +32,9 @@ type Options struct {
 	Algorithm Algorithm
 	// ChunkBytes is the unit in which Ring and Chain cut their blocks, so
 	// that receiving one chunk overlaps combining and forwarding the
-	// previous one. Rounded down to whole elements; 0 is
-	// DefaultChunkBytes.
+	// previous one, and Shared its phases. Rounded down to whole
+	// elements; 0 is DefaultChunkBytes (DefaultSharedChunkBytes for
+	// Shared).
 	ChunkBytes int
 	// SkipVerify leaves out the fingerprint exchange that starts every
 	// operation (log2(n) rounds of 32 bytes per rank). Ranks that
@@ -56,6 +62,7 @@ type Group struct {
 	rank, size int
 	algo       Algorithm
 	chunk      int
+	shChunk    int // the Shared slot size asked for
 	verify     bool
 
 	mu     sync.Mutex
@@ -71,6 +78,11 @@ type Group struct {
 	// The executor's state, used only by the holder of busy.
 	x  run
 	sc scratch
+	// shm is the memory the ranks share, if they do; decided tells
+	// whether the ranks have agreed on that yet (before the first
+	// operation).
+	shm     *shared
+	decided bool
 }
 
 // New returns a Group over p. It fails on an invalid option or an
@@ -84,7 +96,7 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "p", Problem: fmt.Sprintf("has rank %d of size %d, want 0 <= rank < size", rank, size)}
 	}
 	algo := opts.Algorithm
-	if algo > Dissemination {
+	if algo > Shared {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.Algorithm", Problem: fmt.Sprintf("%d is not an algorithm", algo)}
 	}
 	if algo == Auto {
@@ -99,12 +111,12 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 	if opts.ChunkBytes < 0 {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.ChunkBytes", Problem: fmt.Sprintf("%d is negative, want 0 (default) or a size in bytes", opts.ChunkBytes)}
 	}
-	chunk := opts.ChunkBytes
+	chunk, shChunk := opts.ChunkBytes, opts.ChunkBytes
 	if chunk == 0 {
-		chunk = DefaultChunkBytes
+		chunk, shChunk = DefaultChunkBytes, DefaultSharedChunkBytes
 	}
 	g := &Group{
-		p: p, rank: rank, size: size, algo: algo, chunk: chunk, verify: !opts.SkipVerify,
+		p: p, rank: rank, size: size, algo: algo, chunk: chunk, shChunk: shChunk, verify: !opts.SkipVerify,
 		wake: make(chan struct{}, 1), exited: make(chan struct{}),
 	}
 	g.sc.p = p
@@ -134,7 +146,11 @@ func (g *Group) Close() error {
 	if already {
 		return nil
 	}
-	return g.sc.release()
+	err := g.sc.release()
+	if g.shm != nil {
+		err = errors.Join(err, g.shm.close())
+	}
+	return err
 }
 
 func (g *Group) signal() {
@@ -270,6 +286,15 @@ func (g *Group) execute(op *operation) error {
 			Err: fmt.Errorf("%w by an earlier operation: %w", ErrGroupFailed, g.failed)}
 	}
 	x := &g.x
+	if !g.decided && g.size > 1 {
+		if err := g.share(op.ctx); err != nil {
+			g.mu.Lock()
+			g.failed = err
+			g.mu.Unlock()
+			return &OpError{Rank: g.rank, Op: op.kind.String(), Seq: op.seq, Step: -1, Peer: -1, Err: err}
+		}
+		g.decided = true
+	}
 	x.begin(op)
 	err := x.exec()
 	x.end()

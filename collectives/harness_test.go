@@ -33,10 +33,19 @@ func newWorld(t testing.TB, n int, opts Options) *world {
 	return newWorldEach(t, n, func(int) Options { return opts })
 }
 
-// newWorldEach gives each rank its own options.
+// newWorldEach gives each rank its own options. The ranks share a host
+// (and so memory) if rank 0's options force Shared.
 func newWorldEach(t testing.TB, n int, opts func(r int) Options) *world {
+	return newWorldOn(t, n, opts(0).Algorithm == Shared, opts)
+}
+
+// newWorldOn makes a world whose ranks share a host, or do not.
+func newWorldOn(t testing.TB, n int, host bool, opts func(r int) Options) *world {
 	t.Helper()
 	w := &world{n: n, mem: memp2p.New(n)}
+	if host {
+		w.mem.Host()
+	}
 	for r := range n {
 		g, err := New(w.mem.Endpoint(r), opts(r))
 		require.NoError(t, err)

@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,29 +113,31 @@ func TestMismatch(t *testing.T) {
 		},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			opts := c.opts
-			if opts == nil {
-				opts = func(int) Options { return Options{} }
-			}
-			w := newWorldEach(t, n, opts)
-			ctx := testCtx(t)
-			errs := w.run(func(r int, g *Group) error { return c.calls(r)(ctx, g) })
-			for r, err := range errs {
-				require.ErrorIs(t, err, ErrMismatch, "rank %d", r)
-				require.NotErrorIs(t, err, context.DeadlineExceeded, "rank %d", r)
-				var me *MismatchError
-				require.ErrorAs(t, err, &me, "rank %d", r)
-				require.Equal(t, r, me.Rank)
-				require.Equal(t, c.odd, me.Odd, "rank %d: %v", r, err)
-				require.Contains(t, err.Error(), c.says, "rank %d", r)
-			}
-			// Nothing was left in the streams: the group goes on.
-			require.Zero(t, w.mem.Pending())
-			f32 := suiteOf("float32")
-			f32.allReduce(t, w, 5, Sum, false)
-		})
+		for _, host := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/host=%v", c.name, host), func(t *testing.T) {
+				t.Parallel()
+				opts := c.opts
+				if opts == nil {
+					opts = func(int) Options { return Options{} }
+				}
+				w := newWorldOn(t, n, host, opts)
+				ctx := testCtx(t)
+				errs := w.run(func(r int, g *Group) error { return c.calls(r)(ctx, g) })
+				for r, err := range errs {
+					require.ErrorIs(t, err, ErrMismatch, "rank %d", r)
+					require.NotErrorIs(t, err, context.DeadlineExceeded, "rank %d", r)
+					var me *MismatchError
+					require.ErrorAs(t, err, &me, "rank %d", r)
+					require.Equal(t, r, me.Rank)
+					require.Equal(t, c.odd, me.Odd, "rank %d: %v", r, err)
+					require.Contains(t, err.Error(), c.says, "rank %d", r)
+				}
+				// Nothing was left in the streams: the group goes on.
+				require.Zero(t, w.mem.Pending())
+				f32 := suiteOf("float32")
+				f32.allReduce(t, w, 5, Sum, false)
+			})
+		}
 	}
 }
 

@@ -37,6 +37,9 @@ type chunk struct{ step, lo, hi int }
 
 func (x *run) begin(op *operation) {
 	x.op, x.ctx, x.aligned = op, op.ctx, false
+	if x.g.shm != nil && op.kind.shared() && !op.kind.implements(x.g.algo) {
+		op.algo = Shared
+	}
 	x.esize = max(op.dt.size(), 1)
 	x.cb = max(x.g.chunk/x.esize, 1) * x.esize
 	x.fp = fingerprint{
@@ -68,7 +71,19 @@ func (x *run) exec() error {
 		x.local()
 		return nil
 	}
-	if x.g.verify {
+	if s := x.g.shm; s != nil {
+		// Every operation's first phase carries its fingerprint; a
+		// Shared one moves data in it as well.
+		x.fp.put(s.fp(s.me, s.step))
+		if op.algo == Shared {
+			return x.shExec()
+		}
+		if x.g.verify {
+			if err := x.shSync(0); err != nil {
+				return err
+			}
+		}
+	} else if x.g.verify {
 		if err := x.verify(); err != nil {
 			return err
 		}
@@ -102,6 +117,24 @@ func (x *run) exec() error {
 		return x.dissemination()
 	}
 	return fmt.Errorf("collectives: rank %d: unknown collective %d", x.g.rank, op.kind)
+}
+
+func (x *run) shExec() error {
+	switch x.op.kind {
+	case kAllReduce:
+		return x.shAllReduce()
+	case kAllGather, kAllGatherV:
+		return x.shAllGather()
+	case kReduceScatter:
+		return x.shReduceScatter()
+	case kAllToAll:
+		return x.shAllToAll()
+	case kBroadcast:
+		return x.shBroadcast()
+	case kReduce:
+		return x.shReduce()
+	}
+	return x.shBarrier()
 }
 
 // local is every collective on one rank: a copy at most.

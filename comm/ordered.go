@@ -1,5 +1,7 @@
 package comm
 
+import "fmt"
+
 // ordered is a communicator's ordered channel, the P2P of its
 // collectives. Its operations are those of Isend and Irecv on a channel of
 // their own, where a receive takes the next message whatever its tag and
@@ -26,6 +28,25 @@ func (o ordered) Irecv(peer int, tag uint64, buf []byte) (Request, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// Transport tells the collectives which ranks they may share memory with.
+func (o ordered) Transport(peer int) string { return o.c.Transport(peer) }
+
+// Err is why the channel can no longer be used (an abort, a dead member,
+// Close), or nil. Collectives that wait on memory they share, not in the
+// channel, ask it.
+func (o ordered) Err() error {
+	if err := o.c.w.failure(); err != nil {
+		return err
+	}
+	if o.c.closed.Load() {
+		return fmt.Errorf("comm: rank %d: %w", o.c.rank, ErrClosed)
+	}
+	if f := o.c.poison.Load(); f != nil {
+		return f.err
+	}
+	return nil
 }
 
 func (o ordered) Alloc(n int) ([]byte, error) { return o.c.Alloc(n) }

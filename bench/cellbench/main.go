@@ -47,7 +47,7 @@ func main() {
 
 func parse(args []string) (bench.Config, error) {
 	var cfg bench.Config
-	var minB, maxB, step, algo string
+	var minB, maxB, step, algo, chunk string
 	var check int
 	fs := pflag.NewFlagSet("cellbench", pflag.ContinueOnError)
 	fs.SortFlags = false
@@ -64,7 +64,8 @@ func parse(args []string) (bench.Config, error) {
 	fs.IntVarP(&cfg.Root, "root", "r", 0, "`RANK` of the root of broadcast and reduce")
 	fs.IntVar(&cfg.Reps, "reps", 5, "`N` timed repetitions; rows show their median")
 	fs.DurationVar(&cfg.RepTime, "rep-time", 0, "raise -n per size so a repetition lasts about `D` (e.g. 40ms)")
-	fs.StringVar(&algo, "algo", "", "force the collective `ALGORITHM`: ring, recursive-doubling, halving-doubling, pairwise, chain, tree")
+	fs.StringVar(&algo, "algo", "", "force the collective `ALGORITHM`: ring, recursive-doubling, halving-doubling, pairwise, chain, tree, shared")
+	fs.StringVar(&chunk, "chunk", "0", "pipelining unit `SIZE` of the ring, chain and shared algorithms (0: the library's)")
 	fs.StringVar(&cfg.Policy, "policy", "", "path scheduling `POLICY`: adaptive, ecmp or spray")
 	fs.IntVar(&cfg.Paths, "paths", 0, "`N` paths (QPs) per peer")
 	fs.StringVar(&cfg.JSONFile, "json", "", "write the rows as JSON to `FILE`")
@@ -97,6 +98,11 @@ func parse(args []string) (bench.Config, error) {
 	if cfg.Step, err = bench.ParseSize(step); err != nil {
 		return cfg, fmt.Errorf("-i: %w", err)
 	}
+	c, err := bench.ParseSize(chunk)
+	if err != nil {
+		return cfg, fmt.Errorf("--chunk: %w", err)
+	}
+	cfg.Chunk = int(c)
 	if cfg.Algorithm, err = collectives.ParseAlgorithm(algo); err != nil {
 		return cfg, fmt.Errorf("--algo: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmacell/rdmacell/internal/futex"
 	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/rdmacell/rdmacell/verbs/internal/soft"
 )
@@ -257,7 +258,7 @@ func (e *engine) doze(d time.Duration) {
 	// handOver sets handover before it looks at dozing, and this looks
 	// at handover after setting dozing: one of the two sees the other.
 	if !e.handover.Load() && e.stopMode.Load() == 0 {
-		futexWait(&e.dozeWord, v, d)
+		futex.Wait(&e.dozeWord, v, d)
 	}
 	e.dozing.Store(false)
 	e.wakeups.Add(1)
@@ -267,7 +268,7 @@ func (e *engine) doze(d time.Duration) {
 func (e *engine) wakeDoze() {
 	if e.dozing.Load() {
 		atomic.AddUint32(&e.dozeWord, 1)
-		futexWake(&e.dozeWord)
+		futex.Wake(&e.dozeWord)
 	}
 }
 

@@ -3,34 +3,9 @@ package shm
 import (
 	"sync/atomic"
 	"time"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/rdmacell/rdmacell/internal/futex"
 )
-
-// Futex operations. The shared (not FUTEX_PRIVATE) forms are used because
-// the words live in memory files mapped by two processes: the kernel keys a
-// shared futex on the file page, so a waker in the peer finds the waiter.
-const (
-	futexWaitOp = 0 // FUTEX_WAIT
-	futexWakeOp = 1 // FUTEX_WAKE
-)
-
-// futexWait blocks while *addr holds val, until woken or d has passed
-// (d <= 0 waits without limit). Spurious returns are fine: callers loop.
-func futexWait(addr *uint32, val uint32, d time.Duration) {
-	if d <= 0 {
-		unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), 0, 0, 0)
-		return
-	}
-	ts := unix.NsecToTimespec(int64(d))
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
-}
-
-// futexWake wakes the waiters on addr.
-func futexWake(addr *uint32) {
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, 1<<30, 0, 0, 0)
-}
 
 // bell is an engine's doorbell: a sequence word that every event bumps and
 // a flag the engine raises before it sleeps. A ringer pays for the wake
@@ -49,7 +24,7 @@ type bell struct {
 func (b bell) ring() {
 	atomic.AddUint32(b.seq, 1)
 	if atomic.LoadUint32(b.sleeping) != 0 {
-		futexWake(b.seq)
+		futex.Wake(b.seq)
 	}
 }
 
@@ -58,7 +33,7 @@ func (b bell) ring() {
 func (b bell) sleep(seen uint32, d time.Duration) {
 	atomic.StoreUint32(b.sleeping, 1)
 	if atomic.LoadUint32(b.seq) == seen {
-		futexWait(b.seq, seen, d)
+		futex.Wait(b.seq, seen, d)
 	}
 	atomic.StoreUint32(b.sleeping, 0)
 }

@@ -34,6 +34,7 @@ var ErrTooLong = errors.New("memp2p: message longer than the receive buffer")
 // World is a set of ranks connected by ordered in-memory links.
 type World struct {
 	n     int
+	host  bool
 	links []link // links[src*n+dst]
 	eps   []*Endpoint
 
@@ -54,6 +55,14 @@ func New(n int) *World {
 	for r := range n {
 		w.eps = append(w.eps, &Endpoint{w: w, rank: r})
 	}
+	return w
+}
+
+// Host makes every endpoint report that its peers share its host (the
+// transport "shm"), as the communicator's ordered channel does for ranks
+// of one host, so that the collectives share memory among the ranks.
+func (w *World) Host() *World {
+	w.host = true
 	return w
 }
 
@@ -100,6 +109,17 @@ func (e *Endpoint) Rank() int { return e.rank }
 
 // Size returns the number of ranks of the world.
 func (e *Endpoint) Size() int { return e.w.n }
+
+// Transport is "shm" in a world made Host, "mem" in others.
+func (e *Endpoint) Transport(peer int) string {
+	if e.w.host {
+		return "shm"
+	}
+	return "mem"
+}
+
+// Err is always nil: an in-memory world does not fail.
+func (e *Endpoint) Err() error { return nil }
 
 // Isend posts buf for peer under tag.
 func (e *Endpoint) Isend(peer int, tag uint64, buf []byte) (comm.Request, error) {

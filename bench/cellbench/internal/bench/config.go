@@ -33,6 +33,8 @@ type Config struct {
 	// Algorithm forces a collective algorithm (Auto lets the library
 	// choose).
 	Algorithm collectives.Algorithm
+	// Chunk is the collectives' pipelining unit in bytes (0: theirs).
+	Chunk int
 	// Policy and Paths override the launcher's path policy and number of
 	// paths per peer; empty and 0 keep them.
 	Policy string

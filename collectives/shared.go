@@ -1,0 +1,304 @@
+package collectives
+
+import "bytes"
+
+// The Shared algorithm: every collective but AllToAllV through the
+// segment of sharedmem.go, for groups whose ranks share a host. Each is a
+// pipeline of phases: in phase j a rank deposits piece j of what it
+// contributes into its current slot and takes what the others deposited
+// in phase j-1 from their previous slots. Pieces are s.chunk bytes (whole
+// elements), or a share of that per destination for AllToAll and
+// ReduceScatter. Outputs are written only from phase 1 on, after the
+// fingerprints were compared.
+
+// shared reports whether collective k has a Shared form.
+func (k kind) shared() bool { return k != kAllToAllV }
+
+// shSync ends the current phase j. After the first it compares the
+// fingerprints the ranks wrote in it.
+func (x *run) shSync(j int) error {
+	s := x.g.shm
+	s.arrive()
+	if r, err := s.await(x.ctx); err != nil {
+		return x.fail(j, r, "wait for", err)
+	}
+	if j != 0 || !x.g.verify {
+		return nil
+	}
+	mine := s.fp(s.me, s.step-1)
+	for r := range s.n {
+		if !bytes.Equal(s.fp(r, s.step-1), mine) {
+			return x.shDisagree()
+		}
+	}
+	return nil
+}
+
+// shDisagree reports the fingerprints as the exchange would have.
+func (x *run) shDisagree() error {
+	s := x.g.shm
+	buf, err := x.g.sc.buf(bufVerify, s.n*fpSize)
+	if err != nil {
+		return x.fail(0, -1, "", err)
+	}
+	for i := range s.n {
+		copy(buf[i*fpSize:], s.fp((s.me+i)%s.n, s.step-1))
+	}
+	return x.disagree(buf)
+}
+
+// shChunkBytes is the pipelining unit for pieces of at most limit bytes,
+// in whole elements, at least one.
+func (x *run) shChunkBytes(limit int) int { return max(limit/x.esize, 1) * x.esize }
+
+// shPieces is how many pieces of c bytes cover total, at least one so
+// that every operation has its first barrier.
+func shPieces(total, c int) int { return max((total+c-1)/c, 1) }
+
+// piece returns bytes [lo, hi) of piece j of a buffer of total bytes cut
+// into pieces of c.
+func piece(j, c, total int) (lo, hi int) { return min(j*c, total), min((j+1)*c, total) }
+
+// shCombine reduces bytes [lo, hi) of every rank's previous data slot into
+// dst, in rank order, so that every rank that combines the same bytes gets
+// the same bits.
+func (x *run) shCombine(dst []byte, lo, hi int) {
+	s := x.g.shm
+	a, _ := s.prev(0)
+	b, _ := s.prev(1)
+	x.combine(dst, a[lo:hi], b[lo:hi])
+	for r := 2; r < s.n; r++ {
+		c, _ := s.prev(r)
+		x.combine(dst, dst, c[lo:hi])
+	}
+	x.finish(dst)
+}
+
+func (x *run) shBarrier() error { return x.shSync(0) }
+
+// shAllReduce: a small vector, or any over two ranks, is combined whole
+// by every rank, chunk by chunk, as Reduce does at its root: one barrier
+// per chunk, and for two ranks less memory traffic than sharing the work.
+// A larger one over more ranks is a three-stage pipeline: in phase j rank
+// r deposits chunk j, combines its share of chunk j-1 (into its output
+// and its result region), and copies the others' shares of chunk j-2 from
+// their result regions.
+func (x *run) shAllReduce() error {
+	op, s := x.op, x.g.shm
+	total := len(op.send)
+	if total <= shDirect || s.n == 2 {
+		return x.shCombineAll(true)
+	}
+	c := x.shChunkBytes(s.chunk)
+	m := shPieces(total, c)
+	for j := 0; ; j++ {
+		d, res := s.cur()
+		if j < m {
+			lo, hi := piece(j, c, total)
+			copy(d, op.send[lo:hi])
+		}
+		if k := j - 1; k >= 0 && k < m {
+			lo, hi := x.share(k, c, total, s.me)
+			x.shCombine(op.recv[k*c+lo:k*c+hi], lo, hi)
+			copy(res[lo:hi], op.recv[k*c+lo:k*c+hi])
+		}
+		if k := j - 2; k >= 0 {
+			for r := range s.n {
+				if r != s.me {
+					lo, hi := x.share(k, c, total, r)
+					_, pres := s.prev(r)
+					copy(op.recv[k*c+lo:k*c+hi], pres[lo:hi])
+				}
+			}
+		}
+		if j == m+1 {
+			return nil
+		}
+		if err := x.shSync(j); err != nil {
+			return err
+		}
+	}
+}
+
+// share returns rank r's share of chunk k, in bytes from the chunk's
+// start: its elements split as evenly as possible, the first ones one
+// more.
+func (x *run) share(k, c, total, r int) (lo, hi int) {
+	a, b := piece(k, c, total)
+	e := (b - a) / x.esize
+	n := x.g.size
+	first := r*(e/n) + min(r, e%n)
+	cnt := e / n
+	if r < e%n {
+		cnt++
+	}
+	return first * x.esize, (first + cnt) * x.esize
+}
+
+func (x *run) shReduce() error { return x.shCombineAll(false) }
+
+// shCombineAll: in phase j every rank deposits chunk j, and every rank
+// (all) or the root combines chunk j-1 of all of them.
+func (x *run) shCombineAll(all bool) error {
+	op, s := x.op, x.g.shm
+	total := len(op.send)
+	c := x.shChunkBytes(s.chunk)
+	m := shPieces(total, c)
+	for j := 0; ; j++ {
+		if j < m {
+			d, _ := s.cur()
+			lo, hi := piece(j, c, total)
+			copy(d, op.send[lo:hi])
+		}
+		if j > 0 && (all || s.me == op.root) {
+			lo, hi := piece(j-1, c, total)
+			x.shCombine(op.recv[lo:hi], 0, hi-lo)
+		}
+		if j == m {
+			return nil
+		}
+		if err := x.shSync(j); err != nil {
+			return err
+		}
+	}
+}
+
+// shBroadcast: the root deposits chunk j, the others copy chunk j-1.
+func (x *run) shBroadcast() error {
+	op, s := x.op, x.g.shm
+	total := len(op.recv)
+	c := x.shChunkBytes(s.chunk)
+	m := shPieces(total, c)
+	for j := 0; ; j++ {
+		if s.me == op.root {
+			if j < m {
+				d, _ := s.cur()
+				lo, hi := piece(j, c, total)
+				copy(d, op.send[lo:hi])
+			}
+			if j == 1 {
+				copyUnlessSame(op.recv, op.send)
+			}
+		} else if j > 0 {
+			d, _ := s.prev(op.root)
+			lo, hi := piece(j-1, c, total)
+			copy(op.recv[lo:hi], d)
+		}
+		if j == m {
+			return nil
+		}
+		if err := x.shSync(j); err != nil {
+			return err
+		}
+	}
+}
+
+// shAllGather: every rank deposits chunk j of its block and copies chunk
+// j-1 of the others'.
+func (x *run) shAllGather() error {
+	op, s := x.op, x.g.shm
+	var off []int
+	if op.kind == kAllGatherV {
+		off = x.offsets(0, 0, op.counts)
+	} else {
+		off = x.equalOffsets(0, op.count)
+	}
+	longest := 0
+	for r := range s.n {
+		longest = max(longest, off[r+1]-off[r])
+	}
+	c := x.shChunkBytes(s.chunk)
+	m := shPieces(longest, c)
+	for j := 0; ; j++ {
+		if j < m {
+			d, _ := s.cur()
+			lo, hi := piece(j, c, len(op.send))
+			copy(d, op.send[lo:hi])
+		}
+		if j == 1 {
+			copyUnlessSame(op.recv[off[s.me]:off[s.me+1]], op.send)
+		}
+		if j > 0 {
+			for r := range s.n {
+				if r != s.me {
+					blk := op.recv[off[r]:off[r+1]]
+					lo, hi := piece(j-1, c, len(blk))
+					d, _ := s.prev(r)
+					copy(blk[lo:hi], d)
+				}
+			}
+		}
+		if j == m {
+			return nil
+		}
+		if err := x.shSync(j); err != nil {
+			return err
+		}
+	}
+}
+
+// shAllToAll: a slot holds a region per destination; in phase j every
+// rank deposits chunk j of each block it sends and copies chunk j-1 of
+// the block each rank deposited for it.
+func (x *run) shAllToAll() error {
+	op, s := x.op, x.g.shm
+	blk := op.count * x.esize
+	q := x.shChunkBytes(s.chunk / s.n)
+	m := shPieces(blk, q)
+	for j := 0; ; j++ {
+		if j < m {
+			d, _ := s.cur()
+			lo, hi := piece(j, q, blk)
+			for r := range s.n {
+				copy(d[r*q:], op.send[r*blk+lo:r*blk+hi])
+			}
+		}
+		if j == 1 {
+			copyUnlessSame(op.recv[s.me*blk:(s.me+1)*blk], op.send[s.me*blk:(s.me+1)*blk])
+		}
+		if j > 0 {
+			lo, hi := piece(j-1, q, blk)
+			for r := range s.n {
+				if r != s.me {
+					d, _ := s.prev(r)
+					copy(op.recv[r*blk+lo:r*blk+hi], d[s.me*q:])
+				}
+			}
+		}
+		if j == m {
+			return nil
+		}
+		if err := x.shSync(j); err != nil {
+			return err
+		}
+	}
+}
+
+// shReduceScatter: laid out as AllToAll; in phase j every rank deposits
+// chunk j of every block and combines chunk j-1 of its own from every
+// rank's region for it.
+func (x *run) shReduceScatter() error {
+	op, s := x.op, x.g.shm
+	blk := len(op.recv)
+	q := x.shChunkBytes(s.chunk / s.n)
+	m := shPieces(blk, q)
+	for j := 0; ; j++ {
+		if j < m {
+			d, _ := s.cur()
+			lo, hi := piece(j, q, blk)
+			for r := range s.n {
+				copy(d[r*q:], op.send[r*blk+lo:r*blk+hi])
+			}
+		}
+		if j > 0 {
+			lo, hi := piece(j-1, q, blk)
+			x.shCombine(op.recv[lo:hi], s.me*q, s.me*q+hi-lo)
+		}
+		if j == m {
+			return nil
+		}
+		if err := x.shSync(j); err != nil {
+			return err
+		}
+	}
+}

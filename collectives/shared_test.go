@@ -1,0 +1,190 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rdmacell/rdmacell/collectives/internal/memp2p"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSharedOnlyOnOneHost: the ranks share memory when every one reaches
+// every other over shm and they agree on the slot size; otherwise they
+// keep to messages, and either way the collectives work.
+func TestSharedOnlyOnOneHost(t *testing.T) {
+	cases := []struct {
+		name   string
+		host   bool
+		opts   func(r int) Options
+		shared bool
+	}{
+		{"one host", true, func(int) Options { return Options{} }, true},
+		{"not one host", false, func(int) Options { return Options{} }, false},
+		{"slot sizes differ", true, func(r int) Options { return Options{ChunkBytes: 4096 << r} }, false},
+		{"forced ring", true, func(int) Options { return Options{Algorithm: Ring} }, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorldOn(t, 3, c.host, c.opts)
+			suiteOf("float64").allReduce(t, w, 100, Sum, false)
+			for r, g := range w.groups {
+				require.Equal(t, c.shared, g.shm != nil, "rank %d", r)
+			}
+		})
+	}
+}
+
+// TestSharedDeadline: a rank that does not call leaves the others waiting
+// on shared memory until their contexts end; they name it, and their
+// groups refuse later operations.
+func TestSharedDeadline(t *testing.T) {
+	w := newWorld(t, 3, Options{Algorithm: Shared})
+	bg := testCtx(t)
+	w.ok(t, "Barrier", func(r int, g *Group) error { return Barrier(bg, g) })
+	ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
+	defer cancel()
+	errs := w.run(func(r int, g *Group) error {
+		if r == 2 {
+			return nil
+		}
+		return allReduceF32(4, Sum)(ctx, g)
+	})
+	for r := range 2 {
+		require.ErrorIs(t, errs[r], context.DeadlineExceeded)
+		var oe *OpError
+		require.ErrorAs(t, errs[r], &oe)
+		require.Equal(t, 2, oe.Peer, "rank %d names the rank it waited for", r)
+		require.Equal(t, Shared, oe.Algorithm)
+		require.ErrorIs(t, Barrier(bg, w.groups[r]), ErrGroupFailed)
+	}
+}
+
+// TestSharedPeerGone: a rank that closes its group (or whose process
+// exits) releases its lock on the segment, and a rank waiting for it
+// fails naming it, long before its own deadline.
+func TestSharedPeerGone(t *testing.T) {
+	w := newWorld(t, 2, Options{Algorithm: Shared})
+	ctx := testCtx(t)
+	w.ok(t, "Barrier", func(r int, g *Group) error { return Barrier(ctx, g) })
+	require.NoError(t, w.groups[1].Close())
+	err := AllReduce(ctx, w.groups[0], make([]int32, 8), make([]int32, 8), Sum)
+	require.ErrorIs(t, err, errGone)
+	require.NoError(t, ctx.Err(), "the peer was found gone, not timed out")
+	var oe *OpError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, 1, oe.Peer)
+	require.Contains(t, err.Error(), "rank 1")
+}
+
+// failing is an endpoint whose communicator can be made to fail.
+type failing struct {
+	*memp2p.Endpoint
+	err atomic.Pointer[error]
+}
+
+func (f *failing) Err() error {
+	if p := f.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// TestSharedCommFailure: a waiter on shared memory learns of the
+// communicator's failure (an abort, a dead rank) from its Err.
+func TestSharedCommFailure(t *testing.T) {
+	mem := memp2p.New(2).Host()
+	eps := []*failing{{Endpoint: mem.Endpoint(0)}, {Endpoint: mem.Endpoint(1)}}
+	var gs []*Group
+	for _, ep := range eps {
+		g, err := New(ep, Options{})
+		require.NoError(t, err)
+		defer g.Close()
+		gs = append(gs, g)
+	}
+	ctx := testCtx(t)
+	errs := make(chan error, 2)
+	for _, g := range gs {
+		go func() { errs <- Barrier(ctx, g) }()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+
+	aborted := errors.New("rank 1 aborted the job")
+	go func() { errs <- Barrier(ctx, gs[0]) }()
+	time.Sleep(10 * time.Millisecond) // let it wait; the test holds either way
+	eps[0].err.Store(&aborted)
+	err := <-errs
+	require.ErrorIs(t, err, aborted)
+	require.NoError(t, ctx.Err())
+}
+
+// TestSharedBackToBack has every rank run a mix of operations without
+// anything between them, so that a rank is often a phase ahead of
+// another: a slot written while still being read would show up as a
+// wrong value.
+func TestSharedBackToBack(t *testing.T) {
+	const rounds = 30
+	for _, n := range []int{2, 3, 5} {
+		w := newWorld(t, n, Options{Algorithm: Shared, ChunkBytes: 256})
+		ctx := testCtx(t)
+		small, large := 5, 1000 // the direct AllReduce, and the pipeline
+		type result struct{ small, large, bcast, gather [][]int64 }
+		res := make([]result, n)
+		for r := range res {
+			for range rounds {
+				res[r].small = append(res[r].small, make([]int64, small))
+				res[r].large = append(res[r].large, make([]int64, large))
+				res[r].bcast = append(res[r].bcast, make([]int64, large))
+				res[r].gather = append(res[r].gather, make([]int64, n*small))
+			}
+		}
+		val := func(r, i, k int) int64 { return int64(r*1_000_000 + i*1000 + k) }
+		fill := func(b []int64, r, i int) []int64 {
+			for k := range b {
+				b[k] = val(r, i, k)
+			}
+			return b
+		}
+		errs := w.run(func(r int, g *Group) error {
+			for i := range rounds {
+				rr := &res[r]
+				steps := []error{
+					AllReduce(ctx, g, fill(make([]int64, small), r, i), rr.small[i], Sum),
+					AllReduce(ctx, g, fill(make([]int64, large), r, i), rr.large[i], Sum),
+					Broadcast(ctx, g, fill(make([]int64, large), r, i), rr.bcast[i], i%n),
+					AllGather(ctx, g, fill(make([]int64, small), r, i), rr.gather[i]),
+				}
+				if err := errors.Join(steps...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for r, err := range errs {
+			require.NoError(t, err, "rank %d", r)
+		}
+		for r := range n {
+			for i := range rounds {
+				for k := range large {
+					var sum int64
+					for q := range n {
+						sum += val(q, i, k)
+					}
+					if k < small {
+						require.Equal(t, sum, res[r].small[i][k], "rank %d round %d small[%d]", r, i, k)
+					}
+					require.Equal(t, sum, res[r].large[i][k], "rank %d round %d large[%d]", r, i, k)
+					require.Equal(t, val(i%n, i, k), res[r].bcast[i][k], "rank %d round %d bcast[%d]", r, i, k)
+				}
+				for q := range n {
+					for k := range small {
+						require.Equal(t, val(q, i, k), res[r].gather[i][q*small+k], "rank %d round %d gather", r, i)
+					}
+				}
+			}
+		}
+	}
+}

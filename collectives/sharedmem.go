@@ -1,0 +1,331 @@
+package collectives
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/internal/futex"
+	"github.com/rdmacell/rdmacell/internal/hostseg"
+)
+
+// Shared memory among the ranks of one host.
+//
+// On one host there is no fabric whose paths RDMACell could balance, and
+// every message through the communicator pays for a grant, tokens and a
+// final before its receiver may look at it: tens of microseconds even
+// when nothing else runs. A group whose ranks all reach each other over
+// shm therefore maps one segment (package hostseg) and moves its data
+// through it: each rank has a control line and two slots, and an
+// operation is a sequence of phases separated by barriers on the control
+// lines. The design rule that makes it safe without locks:
+//
+//	in phase k a rank writes only its own slot k mod 2 (and its own
+//	control line), and reads only slots (k-1) mod 2;
+//
+// since every rank finishes phase k before any starts phase k+1, nothing
+// is ever read while it is written, and an operation's last phase (reads
+// only, no barrier after it) cannot collide with the next operation's
+// first. The fingerprint of every operation, shared or not, is written in
+// its first phase and compared after the first barrier, so the ranks
+// agree before any output is written, in one barrier instead of log2(n)
+// message rounds.
+//
+// A waiting rank spins for shSpin (not when the host has fewer processors
+// than the group has ranks: there a spinning rank would hold the processor
+// its peer needs), then sleeps on a futex on the step word of the rank it
+// waits for, after counting itself in that rank's waiters; an arriving
+// rank makes the wake system call only when its count is not zero. Between
+// sleeps it checks its context, the communicator (comm's Err: an abort, a
+// dead rank) and the lock of the rank it waits for, which the kernel
+// drops when that process exits: a dead peer is an error naming it
+// within shSleep.
+
+// hostLocal is what a P2P offers when its ranks may share memory; comm's
+// ordered channel does.
+type hostLocal interface {
+	Transport(peer int) string
+	Err() error
+}
+
+const (
+	// tagShare marks the messages that set the segment up.
+	tagShare = tagVerify | 1<<62
+	shSpin   = 200 * time.Microsecond
+	shSleep  = 2 * time.Millisecond
+	// shDirect: an AllReduce or Reduce up to this size is one barrier,
+	// every rank (the root, for Reduce) combining the whole vector; above
+	// it, ranks combine a share each and the vector is pipelined.
+	shDirect = 32 << 10
+	// shMaxData bounds the slots of one segment.
+	shMaxData = 64 << 20
+	// A rank's control line: its step (8 bytes) and the number of ranks
+	// asleep waiting for it (4) in one cache line, its two fingerprint
+	// records in the next.
+	ctlLine = 128
+)
+
+// errGone is what a rank that waited on a departed peer reports.
+var errGone = errors.New("it holds no lock on the group's shared memory: its process exited or closed the group")
+
+// shared is one rank's view of the segment.
+type shared struct {
+	seg      *hostseg.Segment
+	n, me    int
+	chunk    int // bytes of a slot's data region, and of its result region
+	steps    []*uint64
+	waiters  []*uint32
+	step     uint64 // barriers completed; the current phase's slot is step&1
+	spin     time.Duration
+	errf     func() error
+}
+
+// shChunk is the slot size for n ranks: the group's chunk, at least 8
+// bytes per rank (the per-destination share of AllToAll and
+// ReduceScatter), in whole cache lines, within shMaxData.
+func shChunk(n, chunk int) int {
+	c := max(chunk, 8*n, 64)
+	c = min(c, shMaxData/(4*n))
+	return (c + 63) &^ 63
+}
+
+func shLayout(n, chunk int) (data, size int) {
+	data = (n*ctlLine + 4095) &^ 4095
+	return data, data + n*4*chunk
+}
+
+func newShared(seg *hostseg.Segment, n, me, chunk int, errf func() error) *shared {
+	b := seg.Bytes()
+	s := &shared{
+		seg: seg, n: n, me: me, chunk: chunk, errf: errf,
+		steps: make([]*uint64, n), waiters: make([]*uint32, n),
+	}
+	for r := range n {
+		s.steps[r] = (*uint64)(unsafe.Pointer(&b[r*ctlLine]))
+		s.waiters[r] = (*uint32)(unsafe.Pointer(&b[r*ctlLine+8]))
+	}
+	if n <= runtime.NumCPU() {
+		s.spin = shSpin
+	}
+	return s
+}
+
+// slot returns rank r's slot t: its data region and its result region.
+func (s *shared) slot(r, t int) (data, res []byte) {
+	b := s.seg.Bytes()
+	d, _ := shLayout(s.n, s.chunk)
+	off := d + (2*r+t)*2*s.chunk
+	return b[off : off+s.chunk : off+s.chunk], b[off+s.chunk : off+2*s.chunk : off+2*s.chunk]
+}
+
+// cur is this rank's slot of the current phase, prev(r) rank r's slot of
+// the phase before.
+func (s *shared) cur() (data, res []byte) { return s.slot(s.me, int(s.step&1)) }
+
+func (s *shared) prev(r int) (data, res []byte) { return s.slot(r, int(s.step&1^1)) }
+
+// fp is rank r's fingerprint record of phase parity t.
+func (s *shared) fp(r int, t uint64) []byte {
+	off := r*ctlLine + 64 + int(t&1)*fpSize
+	return s.seg.Bytes()[off : off+fpSize]
+}
+
+// arrive ends this rank's part of the current phase.
+func (s *shared) arrive() {
+	s.step++
+	atomic.StoreUint64(s.steps[s.me], s.step)
+	if atomic.LoadUint32(s.waiters[s.me]) != 0 {
+		futex.Wake(s.word(s.me))
+	}
+}
+
+// word is the low half of rank r's step, the futex its waiters sleep on.
+func (s *shared) word(r int) *uint32 { return (*uint32)(unsafe.Pointer(s.steps[r])) }
+
+// laggard returns the first rank from r on that has not arrived, or -1.
+func (s *shared) laggard(r int) int {
+	for ; r < s.n; r++ {
+		if atomic.LoadUint64(s.steps[r]) < s.step {
+			return r
+		}
+	}
+	return -1
+}
+
+// await waits until every rank has arrived. On failure it returns the
+// rank it was waiting for.
+func (s *shared) await(ctx context.Context) (int, error) {
+	r := s.laggard(0)
+	if r < 0 {
+		return -1, nil
+	}
+	var start time.Time
+	for i := 1; ; i++ {
+		if r = s.laggard(r); r < 0 {
+			return -1, nil
+		}
+		if i&255 != 0 {
+			if s.spin > 0 {
+				continue
+			}
+		} else if start.IsZero() {
+			start = time.Now()
+		}
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		if s.spin > 0 && time.Since(start) < s.spin {
+			continue
+		}
+		if err := s.errf(); err != nil {
+			return r, err
+		}
+		if held, err := s.seg.Held(r); err != nil {
+			return r, err
+		} else if !held {
+			return r, errGone
+		}
+		// Counted in r's waiters before looking at its step again: r
+		// either stored its step before that look, or sees the count
+		// after it and wakes the word, whose value then differs from
+		// the one the wait expects.
+		atomic.AddUint32(s.waiters[r], 1)
+		w := atomic.LoadUint32(s.word(r))
+		if atomic.LoadUint64(s.steps[r]) < s.step {
+			futex.Wait(s.word(r), w, shSleep)
+		}
+		atomic.AddUint32(s.waiters[r], ^uint32(0))
+	}
+}
+
+func (s *shared) close() error { return s.seg.Close() }
+
+// share decides, with every rank, whether the group's ranks share memory,
+// and if so maps the segment: rank 0 creates it and sends its name, every
+// other rank opens it and says whether it could, and rank 0 announces the
+// outcome and unlinks the name. It runs once, before the group's first
+// operation; a rank that cannot share (another host, another transport,
+// no memory file system) votes no and the group keeps to messages.
+func (g *Group) share(ctx context.Context) error {
+	hl, ok := g.p.(hostLocal)
+	can := ok
+	for r := 0; can && r < g.size; r++ {
+		can = r == g.rank || hl.Transport(r) == "shm"
+	}
+	chunk := shChunk(g.size, g.shChunk)
+	var seg *hostseg.Segment
+	defer func() {
+		if seg != nil && g.shm == nil {
+			seg.Close()
+		}
+	}()
+	var offer [64]byte // 1 if offered, the slot size, the name
+	vote := []byte{0}
+	if g.rank == 0 {
+		if can {
+			var err error
+			if seg, err = g.openShared(true, "", chunk); err == nil {
+				defer seg.Unlink()
+				offer[0] = 1
+				binary.LittleEndian.PutUint32(offer[1:], uint32(chunk))
+				copy(offer[5:], seg.Name())
+			}
+			can = err == nil
+		}
+		for r := 1; r < g.size; r++ {
+			if err := g.shareMsg(ctx, true, r, 0, offer[:]); err != nil {
+				return err
+			}
+		}
+		for r := 1; r < g.size; r++ {
+			if err := g.shareMsg(ctx, false, r, 1, vote); err != nil {
+				return err
+			}
+			can = can && vote[0] == 1
+		}
+		vote[0] = 0
+		if can {
+			vote[0] = 1
+		}
+		for r := 1; r < g.size; r++ {
+			if err := g.shareMsg(ctx, true, r, 2, vote); err != nil {
+				return err
+			}
+		}
+	} else {
+		if err := g.shareMsg(ctx, false, 0, 0, offer[:]); err != nil {
+			return err
+		}
+		// Ranks whose chunk sizes differ would lay the slots out
+		// differently: they vote no.
+		if can && offer[0] == 1 && binary.LittleEndian.Uint32(offer[1:]) == uint32(chunk) {
+			name, _, _ := bytes.Cut(offer[5:], []byte{0})
+			var err error
+			seg, err = g.openShared(false, string(name), chunk)
+			can = err == nil
+		} else {
+			can = false
+		}
+		if can {
+			vote[0] = 1
+		}
+		if err := g.shareMsg(ctx, true, 0, 1, vote); err != nil {
+			return err
+		}
+		if err := g.shareMsg(ctx, false, 0, 2, vote); err != nil {
+			return err
+		}
+		can = vote[0] == 1
+	}
+	if can {
+		g.shm = newShared(seg, g.size, g.rank, chunk, hl.Err)
+	}
+	return nil
+}
+
+// openShared creates (rank 0) or opens the segment and takes this rank's
+// lock in it.
+func (g *Group) openShared(create bool, name string, chunk int) (*hostseg.Segment, error) {
+	_, size := shLayout(g.size, chunk)
+	var seg *hostseg.Segment
+	var err error
+	if create {
+		seg, err = hostseg.Create(size)
+	} else {
+		seg, err = hostseg.Open(name, size)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := seg.Lock(g.rank); err != nil {
+		seg.Close()
+		return nil, err
+	}
+	return seg, nil
+}
+
+func (g *Group) shareMsg(ctx context.Context, send bool, peer, round int, b []byte) error {
+	var req comm.Request
+	var err error
+	dir := "receive"
+	if send {
+		dir = "send"
+		req, err = g.p.Isend(peer, tagShare|uint64(round), b)
+	} else {
+		req, err = g.p.Irecv(peer, tagShare|uint64(round), b)
+	}
+	if err == nil {
+		_, err = req.Wait(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("shared-memory setup, round %d, %s with rank %d: %w", round, dir, peer, err)
+	}
+	return nil
+}
