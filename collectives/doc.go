@@ -1,6 +1,7 @@
 // Package collectives runs collective operations (AllReduce, AllGather,
 // AllGatherV, ReduceScatter, AllToAll, AllToAllV, Broadcast, Reduce and
-// Barrier) over a communicator's point-to-point layer, comm.P2P.
+// Barrier) over a communicator's point-to-point layer, comm.P2P, or,
+// when every rank is on one host, through memory the ranks share.
 //
 // # Use
 //
@@ -30,6 +31,26 @@
 // their transfers into chunks (Options.ChunkBytes) so that receiving,
 // combining and forwarding overlap.
 //
+// # One host
+//
+// Ranks that reach each other over shared memory (comm's shm transport)
+// need no messages at all. Before its first operation a group asks every
+// rank whether it can share memory with all the others; if they all can,
+// rank 0 creates a segment in /dev/shm, the others map it, and the name
+// is removed at once, so nothing outlives the processes. From then on the
+// Shared algorithm carries every collective but AllToAllV: a pipeline of
+// phases separated by barriers on the segment, in which each rank copies
+// its contribution into its slot and takes the others' from theirs. A
+// waiting rank spins briefly (unless the host has fewer processors than
+// the group has ranks), then sleeps on a futex. An 8-byte AllReduce of two
+// ranks is one barrier, a fraction of a microsecond; large ones move at
+// memory speed (see bench/RESULTS.md). The fingerprint check rides on the
+// first barrier. A forced algorithm other than Shared still moves its data
+// by messages. A rank that exits, or closes its group, releases a lock the
+// kernel holds for it on the segment, and ranks waiting for it fail within
+// milliseconds naming it; an abort or a rank's death reported by the
+// communicator ends their waits too.
+//
 // # Agreement
 //
 // Messages between two ranks are matched in posting order, so ranks that
@@ -37,7 +58,8 @@
 // as their own. Every operation therefore starts with a fingerprint
 // exchange: the ranks all-gather 32-byte records of (sequence number,
 // collective, element type, count, op, root, algorithm, chunk size) in
-// ceil(log2 n) rounds of a pattern that does not depend on the operation.
+// ceil(log2 n) rounds of a pattern that does not depend on the operation
+// (on one host, through the segment in the operation's first barrier).
 // Every rank then sees every record, and if they differ every rank
 // returns a *MismatchError naming the odd ranks and, in words, what each
 // called; no data has moved and the group stays usable. Data messages

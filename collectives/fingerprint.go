@@ -113,8 +113,10 @@ const (
 	tagHashLSB = 40
 )
 
-func dataTagBase(f *fingerprint) uint64 {
-	return (f.hash()&(1<<23-1))<<tagHashLSB | uint64(f.kind)<<32
+// dataTagBase is the tag of an operation's data messages, without the
+// step, from its fingerprint and the fingerprint's hash.
+func dataTagBase(f *fingerprint, hash uint64) uint64 {
+	return (hash&(1<<23-1))<<tagHashLSB | uint64(f.kind)<<32
 }
 
 // describeTag says in words what a tag belongs to.

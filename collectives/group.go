@@ -229,8 +229,7 @@ func (g *Group) call(ctx context.Context, op *operation) error {
 	}
 	if inline {
 		err := g.execute(op)
-		g.recycle(op)
-		g.idle()
+		g.recycleIdle(op)
 		return err
 	}
 	g.signal()
@@ -270,13 +269,31 @@ func (g *Group) newOp(ctx context.Context, k kind) *operation {
 
 // recycle clears op (so that it holds no user memory) and frees it.
 func (g *Group) recycle(op *operation) {
+	g.clear(op)
+	g.mu.Lock()
+	g.free = append(g.free, op)
+	g.mu.Unlock()
+}
+
+// recycleIdle is recycle and idle under one lock, for a blocking call
+// that ran on its caller's goroutine.
+func (g *Group) recycleIdle(op *operation) {
+	g.clear(op)
+	g.mu.Lock()
+	g.free = append(g.free, op)
+	g.busy = false
+	more := g.queue.n > 0 || g.closed
+	g.mu.Unlock()
+	if more {
+		g.signal()
+	}
+}
+
+func (g *Group) clear(op *operation) {
 	op.ctx, op.red, op.send, op.recv, op.counts, op.counts2, op.err = nil, nil, nil, nil, nil, nil, nil
 	op.kind, op.dt, op.rop, op.algo, op.root, op.count, op.inPlace = 0, 0, 0, 0, 0, 0, false
 	op.state.Store(opPending)
 	op.gen.Add(1)
-	g.mu.Lock()
-	g.free = append(g.free, op)
-	g.mu.Unlock()
 }
 
 // execute runs op on the calling goroutine, which holds busy.

@@ -16,6 +16,7 @@ type run struct {
 	op    *operation
 	ctx   context.Context
 	fp    fingerprint
+	hash  uint64 // of fp
 	base  uint64 // tag of the operation's data messages, without the step
 	esize int
 	cb    int // chunk size in bytes, a whole number of elements
@@ -53,7 +54,8 @@ func (x *run) begin(op *operation) {
 	if op.kind == kAllGatherV {
 		x.fp.vhash = hashInts(op.counts)
 	}
-	x.base = dataTagBase(&x.fp)
+	x.hash = x.fp.hash()
+	x.base = dataTagBase(&x.fp, x.hash)
 }
 
 func (x *run) end() {
@@ -74,7 +76,8 @@ func (x *run) exec() error {
 	if s := x.g.shm; s != nil {
 		// Every operation's first phase carries its fingerprint; a
 		// Shared one moves data in it as well.
-		x.fp.put(s.fp(s.me, s.step))
+		x.fp.put(s.fp(s.me, s.step+1))
+		*s.hash(s.me, s.step+1) = x.hash
 		if op.algo == Shared {
 			return x.shExec()
 		}

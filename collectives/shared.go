@@ -1,7 +1,5 @@
 package collectives
 
-import "bytes"
-
 // The Shared algorithm: every collective but AllToAllV through the
 // segment of sharedmem.go, for groups whose ranks share a host. Each is a
 // pipeline of phases: in phase j a rank deposits piece j of what it
@@ -22,12 +20,14 @@ func (x *run) shSync(j int) error {
 	if r, err := s.await(x.ctx); err != nil {
 		return x.fail(j, r, "wait for", err)
 	}
-	if j != 0 || !x.g.verify {
+	// The records are in the segment whatever the options, so a Shared
+	// operation compares them even when the exchange is turned off.
+	if j != 0 || (!x.g.verify && x.op.algo != Shared) {
 		return nil
 	}
-	mine := s.fp(s.me, s.step-1)
+	mine := *s.hash(s.me, s.step)
 	for r := range s.n {
-		if !bytes.Equal(s.fp(r, s.step-1), mine) {
+		if *s.hash(r, s.step) != mine {
 			return x.shDisagree()
 		}
 	}
@@ -42,7 +42,7 @@ func (x *run) shDisagree() error {
 		return x.fail(0, -1, "", err)
 	}
 	for i := range s.n {
-		copy(buf[i*fpSize:], s.fp((s.me+i)%s.n, s.step-1))
+		copy(buf[i*fpSize:], s.fp((s.me+i)%s.n, s.step))
 	}
 	return x.disagree(buf)
 }
@@ -70,6 +70,16 @@ func (x *run) shCombine(dst []byte, lo, hi int) {
 	for r := 2; r < s.n; r++ {
 		c, _ := s.prev(r)
 		x.combine(dst, dst, c[lo:hi])
+	}
+	x.finish(dst)
+}
+
+// shCombineInline is shCombine over the previous phase's inline data.
+func (x *run) shCombineInline(dst []byte) {
+	s, t, n := x.g.shm, x.g.shm.step, len(dst)
+	x.combine(dst, s.inline(0, t)[:n], s.inline(1, t)[:n])
+	for r := 2; r < s.n; r++ {
+		x.combine(dst, dst, s.inline(r, t)[:n])
 	}
 	x.finish(dst)
 }
@@ -142,6 +152,16 @@ func (x *run) shReduce() error { return x.shCombineAll(false) }
 func (x *run) shCombineAll(all bool) error {
 	op, s := x.op, x.g.shm
 	total := len(op.send)
+	if total <= shInline {
+		copy(s.inline(s.me, s.step+1), op.send)
+		if err := x.shSync(0); err != nil {
+			return err
+		}
+		if all || s.me == op.root {
+			x.shCombineInline(op.recv)
+		}
+		return nil
+	}
 	c := x.shChunkBytes(s.chunk)
 	m := shPieces(total, c)
 	for j := 0; ; j++ {

@@ -188,3 +188,18 @@ func TestSharedBackToBack(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedAlwaysVerifies: the fingerprints are in the segment anyway,
+// so a Shared operation catches a disagreement even with the exchange
+// turned off.
+func TestSharedAlwaysVerifies(t *testing.T) {
+	w := newWorld(t, 3, Options{Algorithm: Shared, SkipVerify: true})
+	ctx := testCtx(t)
+	errs := w.run(func(r int, g *Group) error { return pick(r == 1, allReduceF32(9, Sum), allReduceF32(10, Sum))(ctx, g) })
+	for r, err := range errs {
+		var me *MismatchError
+		require.ErrorAs(t, err, &me, "rank %d", r)
+		require.Equal(t, []int{1}, me.Odd)
+	}
+	suiteOf("float32").allReduce(t, w, 5, Sum, false)
+}

@@ -66,10 +66,20 @@ const (
 	shDirect = 32 << 10
 	// shMaxData bounds the slots of one segment.
 	shMaxData = 64 << 20
-	// A rank's control line: its step (8 bytes) and the number of ranks
-	// asleep waiting for it (4) in one cache line, its two fingerprint
-	// records in the next.
-	ctlLine = 128
+	// A rank's control lines: one per barrier parity, then one with the
+	// full fingerprint records (read only when the hashes differ). A
+	// barrier's line holds what the barrier publishes: the rank's step,
+	// the number of ranks asleep waiting for it, the hash of its
+	// operation's fingerprint and up to shInline bytes of data. A barrier
+	// of a small operation thus costs one cache miss per peer, and a rank
+	// that went on to the next barrier writes the other line, not the one
+	// its peers are still reading.
+	ctlLine    = 192
+	offWaiters = 8
+	offHash    = 16
+	offInline  = 24
+	shInline   = 16
+	offRecords = 128
 )
 
 // errGone is what a rank that waited on a departed peer reports.
@@ -77,39 +87,53 @@ var errGone = errors.New("it holds no lock on the group's shared memory: its pro
 
 // shared is one rank's view of the segment.
 type shared struct {
-	seg      *hostseg.Segment
-	n, me    int
-	chunk    int // bytes of a slot's data region, and of its result region
-	steps    []*uint64
-	waiters  []*uint32
-	step     uint64 // barriers completed; the current phase's slot is step&1
-	spin     time.Duration
-	errf     func() error
+	seg     *hostseg.Segment
+	n, me   int
+	chunk   int // bytes of a slot's data region, and of its result region
+	steps   [][2]*uint64 // per rank and barrier parity
+	waiters [][2]*uint32
+	step    uint64 // barriers completed; the current phase's slot is step&1
+	spin    time.Duration
+	errf    func() error
 }
 
-// shChunk is the slot size for n ranks: the group's chunk, at least 8
-// bytes per rank (the per-destination share of AllToAll and
+// shChunk is the size of a slot's regions for n ranks: the group's chunk,
+// at least 8 bytes per rank (the per-destination share of AllToAll and
 // ReduceScatter), in whole cache lines, within shMaxData.
 func shChunk(n, chunk int) int {
 	c := max(chunk, 8*n, 64)
-	c = min(c, shMaxData/(4*n))
+	c = min(c, shMaxData/(2*regions(n)*n))
 	return (c + 63) &^ 63
 }
 
+// regions is how many regions a slot has: data, and with more than two
+// ranks the shares AllReduce's pipeline combined (two ranks each combine
+// the whole vector).
+func regions(n int) int {
+	if n > 2 {
+		return 2
+	}
+	return 1
+}
+
+// shLayout returns where the slots start, after the control lines, and
+// the segment's size.
 func shLayout(n, chunk int) (data, size int) {
 	data = (n*ctlLine + 4095) &^ 4095
-	return data, data + n*4*chunk
+	return data, data + 2*n*regions(n)*chunk
 }
 
 func newShared(seg *hostseg.Segment, n, me, chunk int, errf func() error) *shared {
 	b := seg.Bytes()
 	s := &shared{
 		seg: seg, n: n, me: me, chunk: chunk, errf: errf,
-		steps: make([]*uint64, n), waiters: make([]*uint32, n),
+		steps: make([][2]*uint64, n), waiters: make([][2]*uint32, n),
 	}
 	for r := range n {
-		s.steps[r] = (*uint64)(unsafe.Pointer(&b[r*ctlLine]))
-		s.waiters[r] = (*uint32)(unsafe.Pointer(&b[r*ctlLine+8]))
+		for p := range 2 {
+			s.steps[r][p] = (*uint64)(unsafe.Pointer(&b[r*ctlLine+p*64]))
+			s.waiters[r][p] = (*uint32)(unsafe.Pointer(&b[r*ctlLine+p*64+offWaiters]))
+		}
 	}
 	if n <= runtime.NumCPU() {
 		s.spin = shSpin
@@ -117,12 +141,16 @@ func newShared(seg *hostseg.Segment, n, me, chunk int, errf func() error) *share
 	return s
 }
 
-// slot returns rank r's slot t: its data region and its result region.
+// slot returns rank r's slot t: its data region and its result region
+// (nil for two ranks).
 func (s *shared) slot(r, t int) (data, res []byte) {
-	b := s.seg.Bytes()
-	d, _ := shLayout(s.n, s.chunk)
-	off := d + (2*r+t)*2*s.chunk
-	return b[off : off+s.chunk : off+s.chunk], b[off+s.chunk : off+2*s.chunk : off+2*s.chunk]
+	b, c := s.seg.Bytes(), s.chunk
+	d, _ := shLayout(s.n, c)
+	off := d + (2*r+t)*regions(s.n)*c
+	if regions(s.n) == 2 {
+		res = b[off+c : off+2*c : off+2*c]
+	}
+	return b[off : off+c : off+c], res
 }
 
 // cur is this rank's slot of the current phase, prev(r) rank r's slot of
@@ -131,28 +159,42 @@ func (s *shared) cur() (data, res []byte) { return s.slot(s.me, int(s.step&1)) }
 
 func (s *shared) prev(r int) (data, res []byte) { return s.slot(r, int(s.step&1^1)) }
 
-// fp is rank r's fingerprint record of phase parity t.
-func (s *shared) fp(r int, t uint64) []byte {
-	off := r*ctlLine + 64 + int(t&1)*fpSize
+// hash, inline and fp are what rank r publishes with barrier b: its
+// operation's fingerprint hash, inline data and fingerprint record. A rank
+// writes them for s.step+1 (the barrier ahead) and reads them for s.step
+// (the barrier just passed).
+func (s *shared) hash(r int, b uint64) *uint64 {
+	return (*uint64)(unsafe.Pointer(&s.seg.Bytes()[r*ctlLine+int(b&1)*64+offHash]))
+}
+
+func (s *shared) inline(r int, b uint64) []byte {
+	off := r*ctlLine + int(b&1)*64 + offInline
+	return s.seg.Bytes()[off : off+shInline : off+shInline]
+}
+
+func (s *shared) fp(r int, b uint64) []byte {
+	off := r*ctlLine + offRecords + int(b&1)*fpSize
 	return s.seg.Bytes()[off : off+fpSize]
 }
 
 // arrive ends this rank's part of the current phase.
 func (s *shared) arrive() {
 	s.step++
-	atomic.StoreUint64(s.steps[s.me], s.step)
-	if atomic.LoadUint32(s.waiters[s.me]) != 0 {
+	p := s.step & 1
+	atomic.StoreUint64(s.steps[s.me][p], s.step)
+	if atomic.LoadUint32(s.waiters[s.me][p]) != 0 {
 		futex.Wake(s.word(s.me))
 	}
 }
 
-// word is the low half of rank r's step, the futex its waiters sleep on.
-func (s *shared) word(r int) *uint32 { return (*uint32)(unsafe.Pointer(s.steps[r])) }
+// word is the low half of rank r's step for the current barrier, the
+// futex its waiters sleep on.
+func (s *shared) word(r int) *uint32 { return (*uint32)(unsafe.Pointer(s.steps[r][s.step&1])) }
 
 // laggard returns the first rank from r on that has not arrived, or -1.
 func (s *shared) laggard(r int) int {
 	for ; r < s.n; r++ {
-		if atomic.LoadUint64(s.steps[r]) < s.step {
+		if atomic.LoadUint64(s.steps[r][s.step&1]) < s.step {
 			return r
 		}
 	}
@@ -196,12 +238,13 @@ func (s *shared) await(ctx context.Context) (int, error) {
 		// either stored its step before that look, or sees the count
 		// after it and wakes the word, whose value then differs from
 		// the one the wait expects.
-		atomic.AddUint32(s.waiters[r], 1)
+		p := s.step & 1
+		atomic.AddUint32(s.waiters[r][p], 1)
 		w := atomic.LoadUint32(s.word(r))
-		if atomic.LoadUint64(s.steps[r]) < s.step {
+		if atomic.LoadUint64(s.steps[r][p]) < s.step {
 			futex.Wait(s.word(r), w, shSleep)
 		}
-		atomic.AddUint32(s.waiters[r], ^uint32(0))
+		atomic.AddUint32(s.waiters[r][p], ^uint32(0))
 	}
 }
 
