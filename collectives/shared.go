@@ -270,7 +270,9 @@ func (x *run) shAllToAll() error {
 			d, _ := s.cur()
 			lo, hi := piece(j, q, blk)
 			for r := range s.n {
-				copy(d[r*q:], op.send[r*blk+lo:r*blk+hi])
+				if r != s.me {
+					copy(d[r*q:], op.send[r*blk+lo:r*blk+hi])
+				}
 			}
 		}
 		if j == 1 {

@@ -65,7 +65,7 @@ const (
 	// it, ranks combine a share each and the vector is pipelined.
 	shDirect = 32 << 10
 	// shMaxData bounds the slots of one segment.
-	shMaxData = 64 << 20
+	shMaxData = 32 << 20
 	// A rank's control lines: one per barrier parity, then one with the
 	// full fingerprint records (read only when the hashes differ). A
 	// barrier's line holds what the barrier publishes: the rank's step,

@@ -26,10 +26,13 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envRole) != "" {
-		os.Exit(rankMain())
+	switch os.Getenv(envRole) {
+	case "":
+		os.Exit(m.Run())
+	case roleLeave:
+		os.Exit(leaveMain())
 	}
-	os.Exit(m.Run())
+	os.Exit(rankMain())
 }
 
 // TestCollectivesAcrossProcesses runs every collective in real processes,
@@ -58,5 +61,29 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRankLeavesSharedMemory: over shared memory the collectives wait on
+// the segment, not on messages. A rank whose process exits (here without
+// closing anything, as a crash would) must still be reported by the
+// ranks waiting for it, by name and long before their deadline: the
+// kernel drops its lock on the segment when it exits.
+func TestRankLeavesSharedMemory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var stdout, stderr syncbuf.Buffer
+	code, err := launcher.Run(ctx, launcher.Config{
+		Program:      os.Args[0],
+		ProcsPerNode: 3,
+		Nodes:        1,
+		Transport:    comm.TransportShm,
+		Env:          append(os.Environ(), envRole+"="+roleLeave),
+	}, &stdout, &stderr)
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	require.Zero(t, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	for r := range 2 {
+		require.Contains(t, stdout.String(), fmt.Sprintf("[%d] ok: rank %d saw rank 2 leave", r, r),
+			"stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
 }

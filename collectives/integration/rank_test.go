@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/rdmacell/rdmacell/collectives"
 	"github.com/rdmacell/rdmacell/comm"
@@ -37,6 +38,42 @@ func rankMain() int {
 		return 1
 	}
 	fmt.Printf("ok rank %d of %d over %s: %d checks\n", k.rank, k.size, os.Getenv(comm.EnvTransport), k.checks)
+	return 0
+}
+
+// roleLeave makes the last rank exit after one barrier while the others
+// start an AllReduce (see TestRankLeavesSharedMemory).
+const roleLeave = "leave"
+
+func leaveMain() int {
+	ctx, cancel := context.WithTimeout(context.Background(), rankTimeout)
+	defer cancel()
+	c, err := comm.Init(ctx, comm.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		return 2
+	}
+	g, err := collectives.New(c.P2P(), collectives.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "new group:", err)
+		return 2
+	}
+	if err := collectives.Barrier(ctx, g); err != nil {
+		fmt.Fprintln(os.Stderr, "barrier:", err)
+		return 1
+	}
+	if c.Rank() == c.Size()-1 {
+		os.Exit(0) // gone, closing nothing
+	}
+	buf := make([]float32, 1000)
+	err = collectives.AllReduce(ctx, g, buf, buf, collectives.Sum)
+	var oe *collectives.OpError
+	// The lock, not the communicator's lease (seconds later), tells.
+	if !errors.As(err, &oe) || oe.Peer != c.Size()-1 || !strings.Contains(err.Error(), "holds no lock") {
+		fmt.Fprintf(os.Stderr, "rank %d: AllReduce returned %v, want an error naming rank %d, which holds no lock\n", c.Rank(), err, c.Size()-1)
+		return 1
+	}
+	fmt.Printf("ok: rank %d saw rank %d leave: %v\n", c.Rank(), c.Size()-1, err)
 	return 0
 }
 
