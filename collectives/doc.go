@@ -49,7 +49,10 @@
 // by messages. A rank that exits, or closes its group, releases a lock the
 // kernel holds for it on the segment, and ranks waiting for it fail within
 // milliseconds naming it; an abort or a rank's death reported by the
-// communicator ends their waits too.
+// communicator ends their waits too. A segment takes 2·n·Options.ChunkBytes
+// bytes (with more than two ranks, twice that; 2 MiB chunks by default,
+// smaller for large groups, 32 MiB at most); where /dev/shm is missing or
+// too small for it, the group keeps to messages.
 //
 // # Agreement
 //
