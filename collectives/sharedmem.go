@@ -89,7 +89,7 @@ var errGone = errors.New("it holds no lock on the group's shared memory: its pro
 type shared struct {
 	seg     *hostseg.Segment
 	n, me   int
-	chunk   int // bytes of a slot's data region, and of its result region
+	chunk   int          // bytes of a slot's data region, and of its result region
 	steps   [][2]*uint64 // per rank and barrier parity
 	waiters [][2]*uint32
 	step    uint64 // barriers completed; the current phase's slot is step&1
