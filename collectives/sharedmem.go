@@ -23,12 +23,14 @@ import (
 // final before its receiver may look at it: tens of microseconds even
 // when nothing else runs. A group whose ranks all reach each other over
 // shm therefore maps one segment (package hostseg) and moves its data
-// through it: each rank has a control line and two slots, and an
+// through it: each rank has control lines and two slots, and an
 // operation is a sequence of phases separated by barriers on the control
 // lines. The design rule that makes it safe without locks:
 //
-//	in phase k a rank writes only its own slot k mod 2 (and its own
-//	control line), and reads only slots (k-1) mod 2;
+//	in phase k a rank writes only its own slot k mod 2 (and what it
+//	publishes with the barrier that ends the phase), and reads only
+//	slots (k-1) mod 2 (and what the others published with the barrier
+//	before);
 //
 // since every rank finishes phase k before any starts phase k+1, nothing
 // is ever read while it is written, and an operation's last phase (reads
@@ -60,9 +62,9 @@ const (
 	tagShare = tagVerify | 1<<62
 	shSpin   = 200 * time.Microsecond
 	shSleep  = 2 * time.Millisecond
-	// shDirect: an AllReduce or Reduce up to this size is one barrier,
-	// every rank (the root, for Reduce) combining the whole vector; above
-	// it, ranks combine a share each and the vector is pipelined.
+	// shDirect: every rank combines the whole of an AllReduce up to
+	// this size (of any size, with two ranks); above it, with more
+	// ranks, each combines a share.
 	shDirect = 32 << 10
 	// shMaxData bounds the slots of one segment.
 	shMaxData = 32 << 20
@@ -98,12 +100,16 @@ type shared struct {
 }
 
 // shChunk is the size of a slot's regions for n ranks: the group's chunk,
-// at least 8 bytes per rank (the per-destination share of AllToAll and
-// ReduceScatter), in whole cache lines, within shMaxData.
+// in whole cache lines, within shMaxData, and at least 8 bytes per rank
+// (the per-destination share of AllToAll and ReduceScatter); 0 if no
+// size fits, as for thousands of ranks.
 func shChunk(n, chunk int) int {
-	c := max(chunk, 8*n, 64)
-	c = min(c, shMaxData/(2*regions(n)*n))
-	return (c + 63) &^ 63
+	c := max(chunk, 64)
+	c = min(c, shMaxData/(2*regions(n)*n)) &^ 63
+	if c < 8*n {
+		return 0
+	}
+	return c
 }
 
 // regions is how many regions a slot has: data, and with more than two
@@ -263,6 +269,7 @@ func (g *Group) share(ctx context.Context) error {
 		can = r == g.rank || hl.Transport(r) == "shm"
 	}
 	chunk := shChunk(g.size, g.shChunk)
+	can = can && chunk > 0
 	var seg *hostseg.Segment
 	defer func() {
 		if seg != nil && g.shm == nil {
