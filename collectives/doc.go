@@ -44,7 +44,8 @@
 // waiting rank spins briefly (unless the host has fewer processors than
 // the group has ranks), then sleeps on a futex. An 8-byte AllReduce of two
 // ranks is one barrier, a fraction of a microsecond; large ones move at
-// memory speed (see bench/RESULTS.md). The fingerprint check rides on the
+// memory speed (see bench/RESULTS.md). With more ranks than processors a
+// waiting rank yields its processor instead of spinning. The fingerprint check rides on the
 // first barrier. A forced algorithm other than Shared still moves its data
 // by messages. A rank that exits, or closes its group, releases a lock the
 // kernel holds for it on the segment, and ranks waiting for it fail within

@@ -14,6 +14,7 @@ import (
 	"github.com/rdmacell/rdmacell/comm"
 	"github.com/rdmacell/rdmacell/internal/futex"
 	"github.com/rdmacell/rdmacell/internal/hostseg"
+	"golang.org/x/sys/unix"
 )
 
 // Shared memory among the ranks of one host.
@@ -40,15 +41,17 @@ import (
 // agree before any output is written, in one barrier instead of log2(n)
 // message rounds.
 //
-// A waiting rank spins for shSpin (not when the host has fewer processors
-// than the group has ranks: there a spinning rank would hold the processor
-// its peer needs), then sleeps on a futex on the step word of the rank it
-// waits for, after counting itself in that rank's waiters; an arriving
-// rank makes the wake system call only when its count is not zero. Between
-// sleeps it checks its context, the communicator (comm's Err: an abort, a
-// dead rank) and the lock of the rank it waits for, which the kernel
-// drops when that process exits: a dead peer is an error naming it
-// within shSleep.
+// A waiting rank spins for shSpin, then sleeps on a futex on the step
+// word of the rank it waits for, after counting itself in that rank's
+// waiters; an arriving rank makes the wake system call only when its
+// count is not zero. Where the host has fewer processors than the group
+// has ranks, a spinning rank would hold the processor its peer needs, so
+// it yields the processor at every look instead (with four ranks on two
+// processors an 8-byte AllReduce then took 30 µs, against 100 µs when
+// sleeping at once). Between sleeps it checks its context, the
+// communicator (comm's Err: an abort, a dead rank) and the lock of the
+// rank it waits for, which the kernel drops when that process exits: a
+// dead peer is an error naming it within shSleep.
 
 // hostLocal is what a P2P offers when its ranks may share memory; comm's
 // ordered channel does.
@@ -95,7 +98,7 @@ type shared struct {
 	steps   [][2]*uint64 // per rank and barrier parity
 	waiters [][2]*uint32
 	step    uint64 // barriers completed; the current phase's slot is step&1
-	spin    time.Duration
+	yield   bool   // fewer processors than ranks: give the processor away while waiting
 	errf    func() error
 }
 
@@ -141,9 +144,7 @@ func newShared(seg *hostseg.Segment, n, me, chunk int, errf func() error) *share
 			s.waiters[r][p] = (*uint32)(unsafe.Pointer(&b[r*ctlLine+p*64+offWaiters]))
 		}
 	}
-	if n <= runtime.NumCPU() {
-		s.spin = shSpin
-	}
+	s.yield = n > runtime.NumCPU()
 	return s
 }
 
@@ -219,17 +220,18 @@ func (s *shared) await(ctx context.Context) (int, error) {
 		if r = s.laggard(r); r < 0 {
 			return -1, nil
 		}
-		if i&255 != 0 {
-			if s.spin > 0 {
-				continue
-			}
-		} else if start.IsZero() {
+		if s.yield {
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		} else if i&255 != 0 {
+			continue // the clock costs more than a look
+		}
+		if start.IsZero() {
 			start = time.Now()
 		}
 		if err := ctx.Err(); err != nil {
 			return r, err
 		}
-		if s.spin > 0 && time.Since(start) < s.spin {
+		if time.Since(start) < shSpin {
 			continue
 		}
 		if err := s.errf(); err != nil {
