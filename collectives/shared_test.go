@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -202,4 +203,27 @@ func TestSharedAlwaysVerifies(t *testing.T) {
 		require.Equal(t, []int{1}, me.Odd)
 	}
 	suiteOf("float32").allReduce(t, w, 5, Sum, false)
+}
+
+// TestSharedLarge checks every collective on vectors and blocks of many
+// chunks, with ragged ends.
+func TestSharedLarge(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, n, Options{Algorithm: Shared, ChunkBytes: 64 << 10})
+			vec, blk := 1<<17+5, 1<<16+3
+			f32, f64 := suiteOf("float32"), suiteOf("float64")
+			for _, inPlace := range []bool{false, true} {
+				f32.allReduce(t, w, vec, Sum, inPlace)
+				f64.allReduce(t, w, vec, Avg, inPlace)
+				f32.reduceScatter(t, w, blk, Max, inPlace)
+				f32.allGather(t, w, blk, inPlace)
+				f32.allToAll(t, w, blk, inPlace)
+				f32.broadcast(t, w, vec, n-1, inPlace)
+				f64.reduce(t, w, vec, Prod, n/2, inPlace)
+			}
+			f32.allGatherV(t, w, blk, false)
+		})
+	}
 }
