@@ -62,16 +62,29 @@ func piece(j, c, total int) (lo, hi int) { return min(j*c, total), min((j+1)*c, 
 // shCombine reduces bytes [lo, hi) of every rank's previous data slot into
 // dst, in rank order, so that every rank that combines the same bytes gets
 // the same bits.
-func (x *run) shCombine(dst []byte, lo, hi int) {
+//
+// own, if not nil, is this rank's contribution where the caller has it:
+// still in cache, unlike its slot, which large copies write around the
+// cache. It is not used where dst overlaps it and the rank's turn comes
+// after dst was first written.
+func (x *run) shCombine(dst, own []byte, lo, hi int) {
 	s := x.g.shm
-	a, _ := s.prev(0)
-	b, _ := s.prev(1)
-	x.combine(dst, a[lo:hi], b[lo:hi])
+	if s.me >= 2 && overlap(dst, own) {
+		own = nil
+	}
+	x.combine(dst, x.shSrc(0, own, lo, hi), x.shSrc(1, own, lo, hi))
 	for r := 2; r < s.n; r++ {
-		c, _ := s.prev(r)
-		x.combine(dst, dst, c[lo:hi])
+		x.combine(dst, dst, x.shSrc(r, own, lo, hi))
 	}
 	x.finish(dst)
+}
+
+func (x *run) shSrc(r int, own []byte, lo, hi int) []byte {
+	if r == x.g.shm.me && own != nil {
+		return own
+	}
+	d, _ := x.g.shm.prev(r)
+	return d[lo:hi]
 }
 
 // shCombineInline is shCombine over the previous phase's inline data.
@@ -109,7 +122,7 @@ func (x *run) shAllReduce() error {
 		}
 		if k := j - 1; k >= 0 && k < m {
 			lo, hi := x.share(k, c, total, s.me)
-			x.shCombine(op.recv[k*c+lo:k*c+hi], lo, hi)
+			x.shCombine(op.recv[k*c+lo:k*c+hi], op.send[k*c+lo:k*c+hi], lo, hi)
 			copy(res[lo:hi], op.recv[k*c+lo:k*c+hi])
 		}
 		if k := j - 2; k >= 0 {
@@ -165,14 +178,16 @@ func (x *run) shCombineAll(all bool) error {
 	c := x.shChunkBytes(s.chunk)
 	m := shPieces(total, c)
 	for j := 0; ; j++ {
+		// Combining first finds chunk j-1 of send where depositing it
+		// left it: in cache.
+		if j > 0 && (all || s.me == op.root) {
+			lo, hi := piece(j-1, c, total)
+			x.shCombine(op.recv[lo:hi], op.send[lo:hi], 0, hi-lo)
+		}
 		if j < m {
 			d, _ := s.cur()
 			lo, hi := piece(j, c, total)
 			copy(d, op.send[lo:hi])
-		}
-		if j > 0 && (all || s.me == op.root) {
-			lo, hi := piece(j-1, c, total)
-			x.shCombine(op.recv[lo:hi], 0, hi-lo)
 		}
 		if j == m {
 			return nil
@@ -314,7 +329,7 @@ func (x *run) shReduceScatter() error {
 		}
 		if j > 0 {
 			lo, hi := piece(j-1, q, blk)
-			x.shCombine(op.recv[lo:hi], s.me*q, s.me*q+hi-lo)
+			x.shCombine(op.recv[lo:hi], nil, s.me*q, s.me*q+hi-lo)
 		}
 		if j == m {
 			return nil
