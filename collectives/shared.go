@@ -206,13 +206,15 @@ func (x *run) shBroadcast() error {
 	m := shPieces(total, c)
 	for j := 0; ; j++ {
 		if s.me == op.root {
+			if j > 0 {
+				// Where depositing it left it: in cache.
+				lo, hi := piece(j-1, c, total)
+				copyUnlessSame(op.recv[lo:hi], op.send[lo:hi])
+			}
 			if j < m {
 				d, _ := s.cur()
 				lo, hi := piece(j, c, total)
 				copy(d, op.send[lo:hi])
-			}
-			if j == 1 {
-				copyUnlessSame(op.recv, op.send)
 			}
 		} else if j > 0 {
 			d, _ := s.prev(op.root)
@@ -244,14 +246,17 @@ func (x *run) shAllGather() error {
 	}
 	c := x.shChunkBytes(s.chunk)
 	m := shPieces(longest, c)
+	mine := op.recv[off[s.me]:off[s.me+1]]
 	for j := 0; ; j++ {
+		if j > 0 {
+			// Where depositing it left it: in cache.
+			lo, hi := piece(j-1, c, len(op.send))
+			copyUnlessSame(mine[lo:hi], op.send[lo:hi])
+		}
 		if j < m {
 			d, _ := s.cur()
 			lo, hi := piece(j, c, len(op.send))
 			copy(d, op.send[lo:hi])
-		}
-		if j == 1 {
-			copyUnlessSame(op.recv[off[s.me]:off[s.me+1]], op.send)
 		}
 		if j > 0 {
 			for r := range s.n {
