@@ -145,7 +145,11 @@ func choose(k kind, forced Algorithm, n, bytes int) Algorithm {
 		switch {
 		case bytes < smallAllReduce:
 			return RecursiveDoubling
-		case bytes < n*ringPerRank:
+		case bytes < n*ringPerRank || n == 2:
+			// Two ranks: both move the same halves in two exchanges,
+			// the ring only cuts them into more messages (a 64 MiB
+			// AllReduce over tcp took 44–58 ms this way, 59–82 ms by
+			// the ring).
 			return HalvingDoubling
 		}
 		return Ring

@@ -270,7 +270,7 @@ func (g *Group) share(ctx context.Context) error {
 	for r := 0; can && r < g.size; r++ {
 		can = r == g.rank || hl.Transport(r) == "shm"
 	}
-	chunk := shChunk(g.size, g.shChunk)
+	chunk := shChunk(g.size, g.chunk)
 	can = can && chunk > 0
 	var seg *hostseg.Segment
 	defer func() {
