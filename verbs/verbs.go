@@ -76,6 +76,19 @@ type PassiveCQ interface {
 	Passive() bool
 }
 
+// WriteWatcher is implemented by the regions of providers that can tell
+// their owner when a peer's WRITE (without immediate data, which
+// completes nothing at the responder) has landed in the region, as tcp's
+// can; an RNIC cannot. A consumer that polls memory its peer writes into
+// may then wait instead, with its polling as the fallback.
+type WriteWatcher interface {
+	MR
+	// OnRemoteWrite sets f to be called after each remote WRITE into
+	// the region has landed in full (nil: no longer). f runs on the
+	// provider's goroutine and must not block.
+	OnRemoteWrite(f func())
+}
+
 // QP is a reliable connected queue pair.
 type QP interface {
 	// Num is the QP number, unique within its device.

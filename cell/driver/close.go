@@ -107,6 +107,9 @@ func (c *Conn) release() error {
 		keep(c.cq.Close())
 	}
 	if c.ringMR != nil {
+		if w, ok := c.ringMR.(verbs.WriteWatcher); ok {
+			w.OnRemoteWrite(nil)
+		}
 		keep(c.ringMR.Close())
 	}
 	if c.stageMR != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rdmacell/rdmacell/cell"
 	"github.com/rdmacell/rdmacell/verbs"
@@ -74,6 +75,10 @@ type Conn struct {
 	kicked   bool
 	parked   bool
 	counters counters
+	// landed is set, without c.mu, when the provider reports a record
+	// landed in the rings (see onLanded); landings counts them.
+	landed   atomic.Bool
+	landings atomic.Uint64
 
 	wcs, waitWCs []verbs.WC
 	// early holds completions the probe saw that were not its own.

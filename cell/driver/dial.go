@@ -104,6 +104,9 @@ func (c *Conn) build() (*setupInfo, error) {
 		return nil, fail("register staging", err)
 	}
 	c.ring, c.stage = c.ringMR.Bytes(), c.stageMR.Bytes()
+	if w, ok := c.ringMR.(verbs.WriteWatcher); ok {
+		w.OnRemoteWrite(c.onLanded)
+	}
 	c.stageAddr = c.stageMR.Addr()
 
 	depth := r.Paths*(r.maxSendWR()+r.maxRecvWR()) + 2*c.lay.lanes*c.lay.ctlSlots

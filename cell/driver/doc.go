@@ -36,8 +36,10 @@
 // for that goroutine. While ranges are in flight it polls (only where
 // polling does work: not over a verbs.PassiveCQ, such as tcp's), then
 // waits in the CQ with a growing timeout, since ring records signal
-// nothing; with nothing in flight it parks in the CQ and costs no CPU
-// until a completion arrives or a range is posted.
+// nothing, unless the provider says when they land (a verbs.WriteWatcher
+// region, such as tcp's: a landing ends the wait); with nothing in flight
+// it parks in the CQ and costs no CPU until a completion arrives or a
+// range is posted.
 //
 // # Rings
 //

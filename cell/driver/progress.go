@@ -57,6 +57,7 @@ func (c *Conn) run() {
 	last := time.Now()
 	backoff := minBackoff
 	for {
+		c.landed.Store(false) // the step below looks at the rings
 		c.mu.Lock()
 		if c.err != nil {
 			c.mu.Unlock()
@@ -211,11 +212,18 @@ func (c *Conn) wait(d time.Duration, park bool) {
 		c.mu.Unlock()
 		return
 	}
+	ctx := c.waiter.arm(d)
+	if c.landed.Load() {
+		// A record landed since the rings were last looked at; one
+		// landing after this ends the wait just armed.
+		c.waiter.disarm()
+		c.mu.Unlock()
+		return
+	}
 	if park {
 		c.parked = true
 		c.counters.parks++
 	}
-	ctx := c.waiter.arm(d)
 	c.waiting = true
 	c.mu.Unlock()
 	n, _ := c.cq.Wait(ctx, c.waitWCs)
@@ -227,6 +235,19 @@ func (c *Conn) wait(d time.Duration, park bool) {
 		c.drainLocked()
 	}
 	c.mu.Unlock()
+}
+
+// onLanded is called by a provider whose regions are write watchers (tcp)
+// when a peer's WRITE lands in the rings: a token, grant or final, which
+// completes nothing. The progress goroutine then looks at once instead of
+// at the end of its back-off. It runs on the provider's receiving
+// goroutine, so it takes no lock of the connection: a connection
+// blocked writing to its peer while its own receiver waited for that
+// lock could stop both peers.
+func (c *Conn) onLanded() {
+	c.landings.Add(1)
+	c.landed.Store(true)
+	c.waiter.end(context.Canceled)
 }
 
 // kickLocked makes the progress goroutine look again at once.

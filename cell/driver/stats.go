@@ -34,6 +34,9 @@ type Stats struct {
 	// flight and nothing completed for a while; Bells the finals followed
 	// by a bell (see Conn).
 	Keepalives, Bells uint64
+	// Landings counts the records the provider reported landed in the
+	// rings (providers whose regions are verbs.WriteWatchers: tcp).
+	Landings uint64
 	// InFlight is the number of ranges outstanding, queued included.
 	InFlight int
 }
@@ -58,6 +61,7 @@ func (c *Conn) Stats() Stats {
 		CellsPosted:   c.counters.cells,
 		Completions:   c.counters.completions,
 		TokenPolls:    c.counters.tokens,
+		Landings:      c.landings.Load(),
 		ResetsStarted: c.counters.resetsStarted,
 		Resets:        c.counters.resets,
 		ResetsAgain:   c.counters.resetsAgain,

@@ -49,6 +49,14 @@ func TestTransferSizes(t *testing.T) {
 				}
 				require.Equal(t, -1, firstDiff(src.Bytes()[:total], dst.Bytes()[:total]), "direction %d", dir)
 			}
+			// Over tcp the provider tells of records landing in the
+			// rings (tokens at least, one per cell); shm cannot.
+			landings := pr.a.conn.Stats().Landings
+			if p.name == "tcp" {
+				require.NotZero(t, landings)
+			} else {
+				require.Zero(t, landings)
+			}
 		})
 	}
 }

@@ -329,3 +329,44 @@ func TestFlushedRequestNeverLands(t *testing.T) {
 	require.Equal(t, verbs.WC{ID: 5, Status: verbs.StatusWRFlush, Opcode: verbs.OpRecv, QPN: b.Num()}, waitWCs(t, b.recv, 1)[0])
 	requireAll(t, dst.Bytes(), 0xee, "target of the flushed request")
 }
+
+// TestRemoteWriteWatched: a region's watcher hears of every WRITE that
+// landed in it in full, and of nothing else: not a WRITE_WITH_IMM (which
+// completes a receive instead), not a WRITE into another region, nothing
+// once unset.
+func TestRemoteWriteWatched(t *testing.T) {
+	e := newEnv(t)
+	a, b, pa, pb := e.pair(verbs.QPConfig{})
+	src := e.region(pa, 4096, verbs.AccessLocalWrite)
+	dst := e.region(pb, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	other := e.region(pb, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	pattern(src.Bytes(), 3)
+	w, ok := dst.(verbs.WriteWatcher)
+	require.True(t, ok, "tcp regions are write watchers")
+	landed := make(chan []byte, 8)
+	w.OnRemoteWrite(func() { landed <- append([]byte(nil), dst.Bytes()[100:164]...) })
+
+	_, err := a.PostSend(writeWR(1, verbs.OpWrite, src, 0, 64, dst, 100))
+	require.NoError(t, err)
+	select {
+	case got := <-landed:
+		require.Equal(t, src.Bytes()[:64], got, "the watcher runs once the bytes are there")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher did not hear of the WRITE")
+	}
+
+	_, err = b.PostRecv(&verbs.RecvWR{ID: 2})
+	require.NoError(t, err)
+	_, err = a.PostSend(writeWR(3, verbs.OpWriteImm, src, 0, 64, dst, 0))
+	require.NoError(t, err)
+	waitWCs(t, b.recv, 1)
+	_, err = a.PostSend(writeWR(4, verbs.OpWrite, src, 0, 64, other, 0))
+	require.NoError(t, err)
+	w.OnRemoteWrite(nil)
+	_, err = a.PostSend(writeWR(5, verbs.OpWrite, src, 0, 64, dst, 0))
+	require.NoError(t, err)
+	// A send completes once the responder placed the data, after it
+	// called the watcher.
+	waitWCs(t, a.send, 4)
+	require.Empty(t, landed)
+}

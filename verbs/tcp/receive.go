@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/verbs"
+	"github.com/rdmacell/rdmacell/verbs/internal/soft"
 )
 
 const (
@@ -144,16 +145,17 @@ func (l *link) serve(h *header) bool {
 	switch h.typ {
 	case frameWrite, frameWriteImm:
 		var dst []byte
+		var mr *soft.MR
 		// A zero-length WRITE touches no memory; as in the IB spec its
 		// rkey and address are not checked.
 		if h.length > 0 {
-			b, st := q.pd.mrs.Remote(h.rkey, h.raddr, uint64(h.length), verbs.AccessRemoteWrite)
+			var st verbs.Status
+			dst, mr, st = q.pd.mrs.Remote(h.rkey, h.raddr, uint64(h.length), verbs.AccessRemoteWrite)
 			if st != verbs.StatusSuccess {
 				l.refuse(h, verbs.StatusRemoteAccess, verbs.StatusSuccess,
 					fmt.Sprintf("%s of %d bytes at %#x under rkey %#x is outside the registered regions with remote write access", h.typ, h.length, h.raddr, h.rkey))
 				return false
 			}
-			dst = b
 		}
 		if h.typ == frameWriteImm && !l.takeRecv(h) {
 			return false
@@ -164,6 +166,8 @@ func (l *link) serve(h *header) bool {
 		}
 		if h.typ == frameWriteImm {
 			l.completeRecv(verbs.WC{Opcode: verbs.OpRecvWriteImm, Flags: verbs.WCWithImm, Imm: h.imm, ByteLen: h.length})
+		} else if mr != nil {
+			mr.Landed()
 		}
 	case frameSend:
 		if !l.takeRecv(h) {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rdmacell/rdmacell/verbs"
 )
@@ -26,6 +27,8 @@ type MR struct {
 	addr   uint64
 	key    uint32
 	access verbs.Access
+	// onWrite is called after each remote WRITE lands (WriteWatcher).
+	onWrite atomic.Pointer[func()]
 }
 
 // Register registers mem, which must come from verbs.Alloc.
@@ -72,7 +75,7 @@ func (t *MRTable) Local(sge verbs.SGE, write bool) ([]byte, verbs.Status) {
 	if write {
 		need = verbs.AccessLocalWrite
 	}
-	b, ok := t.lookup(sge.LKey, sge.Addr, uint64(sge.Length), need)
+	b, _, ok := t.lookup(sge.LKey, sge.Addr, uint64(sge.Length), need)
 	if !ok {
 		return nil, verbs.StatusLocalProtection
 	}
@@ -80,27 +83,45 @@ func (t *MRTable) Local(sge verbs.SGE, write bool) ([]byte, verbs.Status) {
 }
 
 // Remote resolves n bytes at addr under rkey for a peer's access with the
-// rights in need.
-func (t *MRTable) Remote(rkey uint32, addr, n uint64, need verbs.Access) ([]byte, verbs.Status) {
-	b, ok := t.lookup(rkey, addr, n, need)
+// rights in need, and returns the region they lie in.
+func (t *MRTable) Remote(rkey uint32, addr, n uint64, need verbs.Access) ([]byte, *MR, verbs.Status) {
+	b, mr, ok := t.lookup(rkey, addr, n, need)
 	if !ok {
-		return nil, verbs.StatusRemoteAccess
+		return nil, nil, verbs.StatusRemoteAccess
 	}
-	return b, verbs.StatusSuccess
+	return b, mr, verbs.StatusSuccess
 }
 
-func (t *MRTable) lookup(key uint32, addr, n uint64, need verbs.Access) ([]byte, bool) {
+func (t *MRTable) lookup(key uint32, addr, n uint64, need verbs.Access) ([]byte, *MR, bool) {
 	t.mu.RLock()
 	mr := t.byKey[key]
 	t.mu.RUnlock()
 	if mr == nil || mr.access&need != need || addr < mr.addr {
-		return nil, false
+		return nil, nil, false
 	}
 	off := addr - mr.addr
 	if off > uint64(len(mr.b)) || n > uint64(len(mr.b))-off {
-		return nil, false
+		return nil, nil, false
 	}
-	return mr.b[off : off+n : off+n], true
+	return mr.b[off : off+n : off+n], mr, true
+}
+
+// OnRemoteWrite implements verbs.WriteWatcher, for providers that call
+// Landed.
+func (mr *MR) OnRemoteWrite(f func()) {
+	if f == nil {
+		mr.onWrite.Store(nil)
+		return
+	}
+	mr.onWrite.Store(&f)
+}
+
+// Landed is what a provider calls once a peer's WRITE has landed in full
+// in the region.
+func (mr *MR) Landed() {
+	if f := mr.onWrite.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // Addr implements verbs.MR.

@@ -73,7 +73,7 @@ func TestMRTableChecks(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, ro.RKey(), rw.RKey())
 
-	b, st := tab.Remote(rw.RKey(), rw.Addr()+10, 20, verbs.AccessRemoteWrite)
+	b, _, st := tab.Remote(rw.RKey(), rw.Addr()+10, 20, verbs.AccessRemoteWrite)
 	require.Equal(t, verbs.StatusSuccess, st)
 	assert.Len(t, b, 20)
 	assert.Equal(t, rw.Addr()+10, verbs.AddrOf(b))
@@ -92,7 +92,7 @@ func TestMRTableChecks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, st := tab.Remote(c.key, c.addr, c.n, verbs.AccessRemoteWrite)
+			_, _, st := tab.Remote(c.key, c.addr, c.n, verbs.AccessRemoteWrite)
 			assert.Equal(t, verbs.StatusRemoteAccess, st)
 		})
 	}
@@ -104,7 +104,7 @@ func TestMRTableChecks(t *testing.T) {
 
 	require.NoError(t, rw.Close())
 	assert.Error(t, rw.Close())
-	_, st = tab.Remote(rw.RKey(), rw.Addr(), 1, verbs.AccessRemoteWrite)
+	_, _, st = tab.Remote(rw.RKey(), rw.Addr(), 1, verbs.AccessRemoteWrite)
 	assert.Equal(t, verbs.StatusRemoteAccess, st, "deregistered")
 	_, err = tab.Register(m.Bytes(), verbs.AccessRemoteWrite)
 	assert.ErrorIs(t, err, verbs.ErrInvalidArgument, "remote write without local write")
