@@ -8,7 +8,8 @@ import (
 )
 
 // Moving a range costs a handful of allocations (its Op, and a wait
-// context when the progress goroutine's wait ends by timer or kick),
+// context when the progress goroutine's wait ends by timer, kick or
+// landing),
 // however many cells it is cut into: posting cells, handling completions
 // and tokens, and waiting for completions allocate nothing.
 func TestCellsDoNotAllocate(t *testing.T) {

@@ -76,8 +76,10 @@ type Conn struct {
 	parked   bool
 	counters counters
 	// landed is set, without c.mu, when the provider reports a record
-	// landed in the rings (see onLanded); landings counts them.
+	// landed in the rings (see onLanded); landings counts them. inWait
+	// says the progress goroutine waits in the CQ.
 	landed   atomic.Bool
+	inWait   atomic.Bool
 	landings atomic.Uint64
 
 	wcs, waitWCs []verbs.WC

@@ -213,9 +213,11 @@ func (c *Conn) wait(d time.Duration, park bool) {
 		return
 	}
 	ctx := c.waiter.arm(d)
+	c.inWait.Store(true)
 	if c.landed.Load() {
 		// A record landed since the rings were last looked at; one
-		// landing after this ends the wait just armed.
+		// landing after inWait was set ends the wait just armed.
+		c.inWait.Store(false)
 		c.waiter.disarm()
 		c.mu.Unlock()
 		return
@@ -227,6 +229,7 @@ func (c *Conn) wait(d time.Duration, park bool) {
 	c.waiting = true
 	c.mu.Unlock()
 	n, _ := c.cq.Wait(ctx, c.waitWCs)
+	c.inWait.Store(false)
 	c.waiter.disarm()
 	c.mu.Lock()
 	c.waiting, c.parked = false, false
@@ -244,10 +247,16 @@ func (c *Conn) wait(d time.Duration, park bool) {
 // goroutine, so it takes no lock of the connection: a connection
 // blocked writing to its peer while its own receiver waited for that
 // lock could stop both peers.
+//
+// Ending a wait costs its context (see waiter), so only a wait in progress
+// is ended: landed and inWait are set in opposite orders by the two
+// sides, so either this sees the wait or the wait sees the landing.
 func (c *Conn) onLanded() {
 	c.landings.Add(1)
 	c.landed.Store(true)
-	c.waiter.end(context.Canceled)
+	if c.inWait.Load() {
+		c.waiter.end(context.Canceled)
+	}
 }
 
 // kickLocked makes the progress goroutine look again at once.
