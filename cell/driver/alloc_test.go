@@ -9,9 +9,8 @@ import (
 
 // Moving a range costs a handful of allocations (its Op, and a wait
 // context when the progress goroutine's wait ends by timer, kick or
-// landing),
-// however many cells it is cut into: posting cells, handling completions
-// and tokens, and waiting for completions allocate nothing.
+// landing), however many cells it is cut into: posting cells, handling
+// completions and tokens, and waiting for completions allocate nothing.
 func TestCellsDoNotAllocate(t *testing.T) {
 	const n, cells = 16 << 20, 1024
 	for _, p := range providers {
