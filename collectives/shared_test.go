@@ -80,6 +80,24 @@ func TestSharedPeerGone(t *testing.T) {
 	require.Contains(t, err.Error(), "rank 1")
 }
 
+// TestSharedPeerArrivedThenLeft: a rank that arrived at a barrier may go
+// on, finish and close its group before a waiter, descheduled after it
+// last looked, checks whether it is alive. That is not a departure.
+func TestSharedPeerArrivedThenLeft(t *testing.T) {
+	w := newWorld(t, 2, Options{Algorithm: Shared})
+	ctx := testCtx(t)
+	w.ok(t, "Barrier", func(r int, g *Group) error { return Barrier(ctx, g) })
+	a, b := w.groups[0].shm, w.groups[1].shm
+	a.arrive()
+	require.Equal(t, 1, a.laggard(0), "rank 1 has not arrived yet")
+	b.arrive()
+	require.NoError(t, w.groups[1].Close())
+	require.NoError(t, a.blocked(1), "rank 1 arrived before it left")
+	r, err := a.await(ctx)
+	require.NoError(t, err)
+	require.Equal(t, -1, r)
+}
+
 // failing is an endpoint whose communicator can be made to fail.
 type failing struct {
 	*memp2p.Endpoint

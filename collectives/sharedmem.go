@@ -234,13 +234,8 @@ func (s *shared) await(ctx context.Context) (int, error) {
 		if time.Since(start) < shSpin {
 			continue
 		}
-		if err := s.errf(); err != nil {
+		if err := s.blocked(r); err != nil {
 			return r, err
-		}
-		if held, err := s.seg.Held(r); err != nil {
-			return r, err
-		} else if !held {
-			return r, errGone
 		}
 		// Counted in r's waiters before looking at its step again: r
 		// either stored its step before that look, or sees the count
@@ -254,6 +249,28 @@ func (s *shared) await(ctx context.Context) (int, error) {
 		}
 		atomic.AddUint32(s.waiters[r][p], ^uint32(0))
 	}
+}
+
+// blocked says why rank r, which had not arrived when last looked at,
+// never will: the communicator failed, or r's process holds no lock on
+// the segment any more. nil if it may still arrive, or did: a rank may
+// arrive, go on and close its group between that look and this one, and
+// it stores its step before it drops its lock.
+func (s *shared) blocked(r int) error {
+	err := s.errf()
+	if err == nil {
+		held, herr := s.seg.Held(r)
+		switch {
+		case herr != nil:
+			err = herr
+		case !held:
+			err = errGone
+		}
+	}
+	if err != nil && atomic.LoadUint64(s.steps[r][s.step&1]) >= s.step {
+		return nil
+	}
+	return err
 }
 
 func (s *shared) close() error { return s.seg.Close() }
