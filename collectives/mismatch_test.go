@@ -196,24 +196,36 @@ func TestMismatchSequence(t *testing.T) {
 }
 
 // TestDeadlineBreaksGroup has one rank not call at all: the others fail
-// when their contexts end, and their groups refuse later operations.
+// when their contexts end, and their groups refuse later operations. On
+// one host they wait on shared memory, not on messages, and name the rank
+// they waited for.
 func TestDeadlineBreaksGroup(t *testing.T) {
-	w := newWorld(t, 3, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	errs := w.run(func(r int, g *Group) error {
-		if r == 2 {
-			return nil
-		}
-		return allReduceF32(4, Sum)(ctx, g)
-	})
-	for r := range 2 {
-		require.ErrorIs(t, errs[r], context.DeadlineExceeded)
-		var oe *OpError
-		require.ErrorAs(t, errs[r], &oe)
-		require.Equal(t, r, oe.Rank)
-		require.Equal(t, "AllReduce", oe.Op)
-		require.ErrorIs(t, Barrier(context.Background(), w.groups[r]), ErrGroupFailed)
+	for _, host := range []bool{false, true} {
+		t.Run(fmt.Sprintf("host=%v", host), func(t *testing.T) {
+			w := newWorldOn(t, 3, host, func(int) Options { return Options{} })
+			bg := testCtx(t)
+			w.ok(t, "Barrier", func(r int, g *Group) error { return Barrier(bg, g) })
+			ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
+			defer cancel()
+			errs := w.run(func(r int, g *Group) error {
+				if r == 2 {
+					return nil
+				}
+				return allReduceF32(4, Sum)(ctx, g)
+			})
+			for r := range 2 {
+				require.ErrorIs(t, errs[r], context.DeadlineExceeded)
+				var oe *OpError
+				require.ErrorAs(t, errs[r], &oe)
+				require.Equal(t, r, oe.Rank)
+				require.Equal(t, "AllReduce", oe.Op)
+				if host {
+					require.Equal(t, Shared, oe.Algorithm)
+					require.Equal(t, 2, oe.Peer, "rank %d names the rank it waited for", r)
+				}
+				require.ErrorIs(t, Barrier(bg, w.groups[r]), ErrGroupFailed)
+			}
+		})
 	}
 }
 

@@ -287,13 +287,7 @@ func (x *run) shAllToAll() error {
 	m := shPieces(blk, q)
 	for j := 0; ; j++ {
 		if j < m {
-			d, _ := s.cur()
-			lo, hi := piece(j, q, blk)
-			for r := range s.n {
-				if r != s.me {
-					copy(d[r*q:], op.send[r*blk+lo:r*blk+hi])
-				}
-			}
+			x.shDepositBlocks(j, q, blk, false)
 		}
 		if j == 1 {
 			copyUnlessSame(op.recv[s.me*blk:(s.me+1)*blk], op.send[s.me*blk:(s.me+1)*blk])
@@ -326,11 +320,7 @@ func (x *run) shReduceScatter() error {
 	m := shPieces(blk, q)
 	for j := 0; ; j++ {
 		if j < m {
-			d, _ := s.cur()
-			lo, hi := piece(j, q, blk)
-			for r := range s.n {
-				copy(d[r*q:], op.send[r*blk+lo:r*blk+hi])
-			}
+			x.shDepositBlocks(j, q, blk, true)
 		}
 		if j > 0 {
 			lo, hi := piece(j-1, q, blk)
@@ -341,6 +331,20 @@ func (x *run) shReduceScatter() error {
 		}
 		if err := x.shSync(j); err != nil {
 			return err
+		}
+	}
+}
+
+// shDepositBlocks puts chunk j (of q bytes) of each of send's blocks of
+// blk bytes into the region of the current slot for the block's rank;
+// this rank's own block only if own.
+func (x *run) shDepositBlocks(j, q, blk int, own bool) {
+	s := x.g.shm
+	d, _ := s.cur()
+	lo, hi := piece(j, q, blk)
+	for r := range s.n {
+		if own || r != s.me {
+			copy(d[r*q:], x.op.send[r*blk+lo:r*blk+hi])
 		}
 	}
 }

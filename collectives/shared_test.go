@@ -1,7 +1,6 @@
 package collectives
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -35,31 +34,6 @@ func TestSharedOnlyOnOneHost(t *testing.T) {
 				require.Equal(t, c.shared, g.shm != nil, "rank %d", r)
 			}
 		})
-	}
-}
-
-// TestSharedDeadline: a rank that does not call leaves the others waiting
-// on shared memory until their contexts end; they name it, and their
-// groups refuse later operations.
-func TestSharedDeadline(t *testing.T) {
-	w := newWorld(t, 3, Options{Algorithm: Shared})
-	bg := testCtx(t)
-	w.ok(t, "Barrier", func(r int, g *Group) error { return Barrier(bg, g) })
-	ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
-	defer cancel()
-	errs := w.run(func(r int, g *Group) error {
-		if r == 2 {
-			return nil
-		}
-		return allReduceF32(4, Sum)(ctx, g)
-	})
-	for r := range 2 {
-		require.ErrorIs(t, errs[r], context.DeadlineExceeded)
-		var oe *OpError
-		require.ErrorAs(t, errs[r], &oe)
-		require.Equal(t, 2, oe.Peer, "rank %d names the rank it waited for", r)
-		require.Equal(t, Shared, oe.Algorithm)
-		require.ErrorIs(t, Barrier(bg, w.groups[r]), ErrGroupFailed)
 	}
 }
 

@@ -17,19 +17,12 @@ import (
 func rankMain() int {
 	ctx, cancel := context.WithTimeout(context.Background(), rankTimeout)
 	defer cancel()
-	c, err := comm.Init(ctx, comm.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "init:", err)
-		return 2
-	}
-	g, err := collectives.New(c.P2P(), collectives.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "new group:", err)
-		_ = c.Close()
-		return 2
+	c, g, code := join(ctx)
+	if c == nil {
+		return code
 	}
 	k := &checker{ctx: ctx, g: g, rank: c.Rank(), size: c.Size()}
-	err = runChecks(k, c)
+	err := runChecks(k, c)
 	// Close the group before the communicator: it returns its scratch
 	// memory to it.
 	err = errors.Join(err, g.Close(), c.Close())
@@ -41,6 +34,23 @@ func rankMain() int {
 	return 0
 }
 
+// join joins the job from the launcher's environment and makes a group;
+// on failure it says why and returns the exit code.
+func join(ctx context.Context) (*comm.Comm, *collectives.Group, int) {
+	c, err := comm.Init(ctx, comm.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		return nil, nil, 2
+	}
+	g, err := collectives.New(c.P2P(), collectives.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "new group:", err)
+		_ = c.Close()
+		return nil, nil, 2
+	}
+	return c, g, 0
+}
+
 // roleLeave makes the last rank exit after one barrier while the others
 // start an AllReduce (see TestRankLeavesSharedMemory).
 const roleLeave = "leave"
@@ -48,15 +58,9 @@ const roleLeave = "leave"
 func leaveMain() int {
 	ctx, cancel := context.WithTimeout(context.Background(), rankTimeout)
 	defer cancel()
-	c, err := comm.Init(ctx, comm.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "init:", err)
-		return 2
-	}
-	g, err := collectives.New(c.P2P(), collectives.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "new group:", err)
-		return 2
+	c, g, code := join(ctx)
+	if c == nil {
+		return code
 	}
 	if err := collectives.Barrier(ctx, g); err != nil {
 		fmt.Fprintln(os.Stderr, "barrier:", err)
@@ -66,7 +70,7 @@ func leaveMain() int {
 		os.Exit(0) // gone, closing nothing
 	}
 	buf := make([]float32, 1000)
-	err = collectives.AllReduce(ctx, g, buf, buf, collectives.Sum)
+	err := collectives.AllReduce(ctx, g, buf, buf, collectives.Sum)
 	var oe *collectives.OpError
 	// The lock, not the communicator's lease (seconds later), tells.
 	if !errors.As(err, &oe) || oe.Peer != c.Size()-1 || !strings.Contains(err.Error(), "holds no lock") {
