@@ -36,24 +36,25 @@
 // Ranks that reach each other over shared memory (comm's shm transport)
 // need no messages at all. Before its first operation a group asks every
 // rank whether it can share memory with all the others; if they all can,
-// rank 0 creates a segment in /dev/shm, the others map it, and the name
-// is removed at once, so nothing outlives the processes. From then on the
-// Shared algorithm carries every collective but AllToAllV: a pipeline of
-// phases separated by barriers on the segment, in which each rank copies
-// its contribution into its slot and takes the others' from theirs. A
-// waiting rank spins briefly (unless the host has fewer processors than
-// the group has ranks), then sleeps on a futex. An 8-byte AllReduce of two
-// ranks is one barrier, a fraction of a microsecond; large ones move at
-// memory speed (see bench/RESULTS.md). With more ranks than processors a
-// waiting rank yields its processor instead of spinning. The fingerprint check rides on the
-// first barrier. A forced algorithm other than Shared still moves its data
-// by messages. A rank that exits, or closes its group, releases a lock the
+// rank 0 creates an anonymous memory file (package internal/hostseg:
+// nothing on a file system, nothing left behind by a crash) and the others
+// map it. From then on the Shared algorithm carries every collective but
+// AllToAllV: a pipeline of phases separated by barriers on the segment, in
+// which each rank copies its contribution into its slot and takes the
+// others' from theirs. A waiting rank spins briefly, then sleeps on a
+// futex; with more ranks than processors it yields its processor at each
+// look instead of spinning. An 8-byte AllReduce of two ranks is one
+// barrier, a fraction of a microsecond; large ones move at memory speed
+// (see bench/RESULTS.md). The fingerprint check rides on the first
+// barrier. A forced algorithm other than Shared still moves its data by
+// messages. A rank that exits, or closes its group, releases a lock the
 // kernel holds for it on the segment, and ranks waiting for it fail within
 // milliseconds naming it; an abort or a rank's death reported by the
 // communicator ends their waits too. A segment takes 2·n·Options.ChunkBytes
 // bytes (with more than two ranks, twice that; 2 MiB chunks by default,
-// smaller for large groups, 32 MiB at most); where /dev/shm is missing or
-// too small for it, the group keeps to messages.
+// smaller for large groups, 32 MiB at most); a rank that cannot create or
+// open one (another user's process, /proc hidden) votes no, and the group
+// keeps to messages.
 //
 // # Agreement
 //

@@ -278,9 +278,9 @@ func (s *shared) close() error { return s.seg.Close() }
 // share decides, with every rank, whether the group's ranks share memory,
 // and if so maps the segment: rank 0 creates it and sends its name, every
 // other rank opens it and says whether it could, and rank 0 announces the
-// outcome and unlinks the name. It runs once, before the group's first
-// operation; a rank that cannot share (another host, another transport,
-// no memory file system) votes no and the group keeps to messages.
+// outcome. It runs once, before the group's first operation; a rank that
+// cannot share (another host, another transport, no access to rank 0's
+// segment) votes no and the group keeps to messages.
 func (g *Group) share(ctx context.Context) error {
 	hl, ok := g.p.(hostLocal)
 	can := ok
@@ -301,7 +301,6 @@ func (g *Group) share(ctx context.Context) error {
 		if can {
 			var err error
 			if seg, err = g.openShared(true, "", chunk); err == nil {
-				defer seg.Unlink()
 				offer[0] = 1
 				binary.LittleEndian.PutUint32(offer[1:], uint32(chunk))
 				copy(offer[5:], seg.Name())

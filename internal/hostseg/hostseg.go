@@ -1,6 +1,13 @@
-// Package hostseg is memory that the processes of one host share by name:
-// one process creates a segment, tells the others its name by any channel,
-// they open it, and the creator unlinks the name once they have.
+// Package hostseg is memory that the processes of one host share: one
+// process creates a segment, tells the others its name by any channel,
+// and they open it.
+//
+// A segment is an anonymous memory file (memfd): nothing appears on a file
+// system, /dev/shm's size limit does not apply, and the kernel frees the
+// memory once the last process that maps it is gone, however it ends. Its
+// name is the creator's pid and descriptor; the others open it through
+// /proc, which the kernel allows to processes of the same user. Its size
+// is sealed, so that no process can shrink it under another's mapping.
 //
 // A segment also says which of its users are alive. Each user holds a lock
 // on its own byte (an open-file-description lock, which the kernel drops
@@ -10,24 +17,17 @@
 package hostseg
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// Dir is where segments are named: a memory file system on Linux.
-const Dir = "/dev/shm"
-
-// prefix starts every segment's name, so that one a crashed creator left
-// behind can be told apart.
-const prefix = "rdmacell-"
+const sizeSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 
 // Segment is one mapping of a shared segment.
 type Segment struct {
@@ -36,44 +36,45 @@ type Segment struct {
 	b    []byte
 }
 
-// Create makes a segment of size bytes with a fresh random name, backed by
-// memory up front (so that a full memory file system is an error here, not
-// a SIGBUS later), and maps it.
+// Create makes a segment of size bytes, backed by memory up front (so
+// that running out of memory is an error here, not a SIGBUS later), and
+// maps it. It stays open to others as long as this mapping is.
 func Create(size int) (*Segment, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("hostseg: size %d, want > 0", size)
 	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, fmt.Errorf("hostseg: name: %w", err)
-	}
-	name := prefix + hex.EncodeToString(id[:])
-	path := filepath.Join(Dir, name)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	fd, err := unix.MemfdCreate("rdmacell-segment", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return nil, fmt.Errorf("hostseg: create: %w", err)
+		return nil, fmt.Errorf("hostseg: memfd_create: %w", err)
 	}
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size)); err != nil {
+	f := os.NewFile(uintptr(fd), "rdmacell-segment")
+	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
 		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("hostseg: reserve %d bytes in %s: %w", size, Dir, err)
+		return nil, fmt.Errorf("hostseg: reserve %d bytes: %w", size, err)
 	}
-	s, err := mapFile(name, f, size)
-	if err != nil {
-		os.Remove(path)
-		return nil, err
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, sizeSeals); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hostseg: seal: %w", err)
 	}
-	return s, nil
+	return mapFile(fmt.Sprintf("%d:%d", os.Getpid(), fd), f, size)
 }
 
 // Open maps the segment called name, which must be at least size bytes.
 func Open(name string, size int) (*Segment, error) {
-	if !strings.HasPrefix(name, prefix) || strings.ContainsAny(name, "/\x00") {
+	pid, fd, ok := strings.Cut(name, ":")
+	if !ok || !isNumber(pid) || !isNumber(fd) {
 		return nil, fmt.Errorf("hostseg: %q is not a segment name", name)
 	}
-	f, err := os.OpenFile(filepath.Join(Dir, name), os.O_RDWR, 0)
+	f, err := os.OpenFile("/proc/"+pid+"/fd/"+fd, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("hostseg: open: %w", err)
+	}
+	// Anything else the descriptor might be (a reused pid's file, say)
+	// is refused: only a segment has its size sealed.
+	seals, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0)
+	if err != nil || seals&sizeSeals != sizeSeals {
+		f.Close()
+		return nil, fmt.Errorf("hostseg: %s is not a segment (seals %#x, %v)", name, seals, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -85,6 +86,11 @@ func Open(name string, size int) (*Segment, error) {
 		return nil, fmt.Errorf("hostseg: segment %s is %d bytes, want %d", name, fi.Size(), size)
 	}
 	return mapFile(name, f, size)
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 31)
+	return err == nil
 }
 
 func mapFile(name string, f *os.File, size int) (*Segment, error) {
@@ -101,16 +107,6 @@ func (s *Segment) Name() string { return s.name }
 
 // Bytes is the mapping. It is valid until Close.
 func (s *Segment) Bytes() []byte { return s.b }
-
-// Unlink removes the name; the mappings stay valid and the memory is freed
-// when the last one is closed.
-func (s *Segment) Unlink() error {
-	err := os.Remove(filepath.Join(Dir, s.name))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return err
-}
 
 // Lock takes user i's lock for this mapping. It fails if another mapping
 // holds it.

@@ -2,17 +2,18 @@ package hostseg
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestShared(t *testing.T) {
 	a, err := Create(8192)
 	require.NoError(t, err)
-	defer a.Close()
 	b, err := Open(a.Name(), 8192)
 	require.NoError(t, err)
 	defer b.Close()
@@ -23,25 +24,33 @@ func TestShared(t *testing.T) {
 	_, err = Open(a.Name(), 8193)
 	require.ErrorContains(t, err, "is 8192 bytes, want 8193")
 
-	require.NoError(t, a.Unlink())
-	require.NoError(t, a.Unlink(), "unlinking twice is harmless")
+	require.NoError(t, a.Close())
 	_, err = Open(a.Name(), 8192)
-	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorIs(t, err, os.ErrNotExist, "a segment can be opened only while its creator has it")
 	b.Bytes()[1] = 9
-	require.Equal(t, byte(9), a.Bytes()[1], "mappings outlive the name")
+	require.Equal(t, byte(9), b.Bytes()[1], "the memory outlives the creator's mapping")
 }
 
 func TestOpenRejectsNames(t *testing.T) {
-	for _, name := range []string{"", "passwd", "rdmacell-../../etc/passwd", prefix + "x\x00"} {
+	for _, name := range []string{"", "passwd", "1", "1:2:3", "../1:2", "1:x", "-1:2", "1:2/../3"} {
 		_, err := Open(name, 1)
 		require.ErrorContains(t, err, "is not a segment name", name)
 	}
+	// A descriptor that is not a segment: this process's standard input,
+	// or a memory file whose size is not sealed.
+	_, err := Open(fmt.Sprintf("%d:0", os.Getpid()), 1)
+	require.Error(t, err)
+	fd, err := unix.MemfdCreate("other", unix.MFD_CLOEXEC)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	require.NoError(t, unix.Ftruncate(fd, 4096))
+	_, err = Open(fmt.Sprintf("%d:%d", os.Getpid(), fd), 1)
+	require.ErrorContains(t, err, "is not a segment")
 }
 
 func TestLocks(t *testing.T) {
 	a, err := Create(4096)
 	require.NoError(t, err)
-	defer a.Unlink()
 	defer a.Close()
 	b, err := Open(a.Name(), 4096)
 	require.NoError(t, err)
@@ -79,7 +88,6 @@ func TestLockDiesWithProcess(t *testing.T) {
 	}
 	a, err := Create(4096)
 	require.NoError(t, err)
-	defer a.Unlink()
 	defer a.Close()
 
 	exe, err := os.Executable()
