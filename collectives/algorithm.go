@@ -17,7 +17,7 @@ type Algorithm uint8
 //	AllToAll, AllToAllV    Pairwise
 //	Barrier                Dissemination
 //
-// and all but AllToAllV have Shared, for ranks on one host.
+// and all have Shared, for ranks on one host.
 //
 // Every algorithm handles every world size; the ones built on powers of
 // two first fold the surplus ranks into partners.
@@ -44,9 +44,9 @@ const (
 	// Dissemination: log2(n) rounds, each to rank+2^k.
 	Dissemination
 	// Shared: through memory the ranks share, in a pipeline of phases
-	// separated by barriers (see shared.go); every collective but
-	// AllToAllV has it. Auto chooses it whenever the group's ranks all
-	// reach each other over shm; elsewhere forcing it means Auto.
+	// separated by barriers (see shared.go); every collective has it.
+	// Auto chooses it whenever the group's ranks all reach each other
+	// over shm; elsewhere forcing it means Auto.
 	Shared
 )
 

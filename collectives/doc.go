@@ -38,8 +38,8 @@
 // rank whether it can share memory with all the others; if they all can,
 // rank 0 creates an anonymous memory file (package internal/hostseg:
 // nothing on a file system, nothing left behind by a crash) and the others
-// map it. From then on the Shared algorithm carries every collective but
-// AllToAllV: a pipeline of phases separated by barriers on the segment, in
+// map it. From then on the Shared algorithm carries every collective: a
+// pipeline of phases separated by barriers on the segment, in
 // which each rank copies its contribution into its slot and takes the
 // others' from theirs. A waiting rank spins briefly, then sleeps on a
 // futex; with more ranks than processors it yields its processor at each

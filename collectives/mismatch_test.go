@@ -230,24 +230,38 @@ func TestDeadlineBreaksGroup(t *testing.T) {
 }
 
 // TestAllToAllVCounts: counts are per rank by nature, so the fingerprint
-// cannot compare them; the receiver of a message of the wrong length
-// reports the sender.
+// cannot compare them. Over messages the receiver of a message of the
+// wrong length reports the sender; on one host every rank sees every
+// rank's counts, all report the pair, and the group goes on.
 func TestAllToAllVCounts(t *testing.T) {
 	const n = 3
-	w := newWorld(t, n, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	errs := w.run(func(r int, g *Group) error {
-		sc, rc := []int{1, 1, 1}, []int{1, 1, 1}
-		if r == 1 {
-			rc[0] = 2 // rank 0 sends it one element
-		}
-		return AllToAllV(ctx, g, make([]float32, 3), sc, make([]float32, sumInts(rc)), rc)
-	})
-	var me *MismatchError
-	require.ErrorAs(t, errs[1], &me)
-	require.Equal(t, []int{0}, me.Odd)
-	require.Contains(t, me.Error(), "rank 0 sent 1 elements where this rank expected 2")
+	for _, host := range []bool{false, true} {
+		t.Run(fmt.Sprintf("host=%v", host), func(t *testing.T) {
+			w := newWorldOn(t, n, host, func(int) Options { return Options{} })
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			errs := w.run(func(r int, g *Group) error {
+				sc, rc := []int{1, 1, 1}, []int{1, 1, 1}
+				if r == 1 {
+					rc[0] = 2 // rank 0 sends it one element
+				}
+				return AllToAllV(ctx, g, make([]float32, 3), sc, make([]float32, sumInts(rc)), rc)
+			})
+			var me *MismatchError
+			require.ErrorAs(t, errs[1], &me)
+			require.Equal(t, []int{0}, me.Odd)
+			if !host {
+				require.Contains(t, me.Error(), "rank 0 sent 1 elements where this rank expected 2")
+				return
+			}
+			for r, err := range errs {
+				require.ErrorAs(t, err, &me, "rank %d", r)
+				require.Equal(t, []int{0}, me.Odd)
+				require.Contains(t, me.Error(), "rank 0 sends 1 elements to rank 1, which expects 2")
+			}
+			suiteOf("float32").allToAllV(t, w, 2, false)
+		})
+	}
 }
 
 func sumInts(v []int) int {

@@ -38,7 +38,7 @@ type chunk struct{ step, lo, hi int }
 
 func (x *run) begin(op *operation) {
 	x.op, x.ctx, x.aligned = op, op.ctx, false
-	if x.g.shm != nil && op.kind.shared() && !op.kind.implements(x.g.algo) {
+	if x.g.shm != nil && !op.kind.implements(x.g.algo) {
 		op.algo = Shared
 	}
 	x.esize = max(op.dt.size(), 1)
@@ -132,6 +132,8 @@ func (x *run) shExec() error {
 		return x.shReduceScatter()
 	case kAllToAll:
 		return x.shAllToAll()
+	case kAllToAllV:
+		return x.shAllToAllV()
 	case kBroadcast:
 		return x.shBroadcast()
 	case kReduce:

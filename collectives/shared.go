@@ -1,16 +1,20 @@
 package collectives
 
-// The Shared algorithm: every collective but AllToAllV through the
-// segment of sharedmem.go, for groups whose ranks share a host. Each is a
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The Shared algorithm: every collective through the segment of
+// sharedmem.go, for groups whose ranks share a host. Each is a
 // pipeline of phases: in phase j a rank deposits piece j of what it
 // contributes into its current slot and takes what the others deposited
 // in phase j-1 from their previous slots. Pieces are s.chunk bytes (whole
-// elements), or a share of that per destination for AllToAll and
+// elements), or a share of that per destination for AllToAll(V) and
 // ReduceScatter. Outputs are written only from phase 1 on, after the
 // fingerprints were compared.
-
-// shared reports whether collective k has a Shared form.
-func (k kind) shared() bool { return k != kAllToAllV }
 
 // shSync ends the current phase j. After the first it compares the
 // fingerprints the ranks wrote in it.
@@ -345,6 +349,92 @@ func (x *run) shDepositBlocks(j, q, blk int, own bool) {
 	for r := range s.n {
 		if own || r != s.me {
 			copy(d[r*q:], x.op.send[r*blk+lo:r*blk+hi])
+		}
+	}
+}
+
+// shAllToAllV: AllToAll with blocks of any size. Counts differ from rank
+// to rank, so the fingerprint cannot cover them: phase 0 publishes every
+// rank's send and receive counts in its slot instead, so that every rank
+// checks every pair alike (and all fail alike when two disagree, with no
+// data moved and the group still usable) and knows the longest block,
+// which sets the number of phases. The data then moves as AllToAll's,
+// one phase later.
+func (x *run) shAllToAllV() error {
+	op, s := x.op, x.g.shm
+	n, me := s.n, s.me
+	d, _ := s.cur()
+	for r := range n {
+		binary.LittleEndian.PutUint64(d[8*r:], uint64(op.counts[r]))
+		binary.LittleEndian.PutUint64(d[8*(n+r):], uint64(op.counts2[r]))
+	}
+	if err := x.shSync(0); err != nil {
+		return err
+	}
+	longest := 0
+	var odd []int
+	var bad []string
+	for r := range n {
+		from, _ := s.prev(r)
+		for dst := range n {
+			to, _ := s.prev(dst)
+			sent := int(binary.LittleEndian.Uint64(from[8*dst:]))
+			want := int(binary.LittleEndian.Uint64(to[8*(n+r):]))
+			longest = max(longest, sent)
+			if sent != want {
+				odd = append(odd, r)
+				bad = append(bad, fmt.Sprintf("rank %d sends %d elements to rank %d, which expects %d", r, sent, dst, want))
+			}
+		}
+	}
+	if bad != nil {
+		x.aligned = true // every rank saw the same counts and stops here
+		slices.Sort(odd)
+		return &MismatchError{Rank: me, Op: op.kind.String(), Seq: op.seq, Odd: slices.Compact(odd), Detail: strings.Join(bad, "; ")}
+	}
+	send := op.send
+	if op.inPlace {
+		// Blocks arrive where blocks still to be sent are.
+		tmp, err := x.g.sc.buf(bufWork, len(send))
+		if err != nil {
+			return x.fail(1, -1, "", err)
+		}
+		copy(tmp, send)
+		send = tmp
+	}
+	soff, roff := x.offsets(0, 0, op.counts), x.offsets(1, 0, op.counts2)
+	q := x.shChunkBytes(s.chunk / n)
+	m := shPieces(longest*x.esize, q)
+	// Phase j deposits chunk j-1 and takes chunk j-2.
+	for j := 1; ; j++ {
+		if j <= m {
+			d, _ := s.cur()
+			for r := range n {
+				if r != me {
+					blk := send[soff[r]:soff[r+1]]
+					lo, hi := piece(j-1, q, len(blk))
+					copy(d[r*q:], blk[lo:hi])
+				}
+			}
+		}
+		if j == 1 {
+			copyUnlessSame(op.recv[roff[me]:roff[me+1]], send[soff[me]:soff[me+1]])
+		}
+		if j >= 2 {
+			for r := range n {
+				if r != me {
+					blk := op.recv[roff[r]:roff[r+1]]
+					lo, hi := piece(j-2, q, len(blk))
+					from, _ := s.prev(r)
+					copy(blk[lo:hi], from[me*q:])
+				}
+			}
+		}
+		if j == m+1 {
+			return nil
+		}
+		if err := x.shSync(j); err != nil {
+			return err
 		}
 	}
 }

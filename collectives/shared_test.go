@@ -25,10 +25,11 @@ func TestSharedOnlyOnOneHost(t *testing.T) {
 		{"not one host", false, func(int) Options { return Options{} }, false},
 		{"slot sizes differ", true, func(r int) Options { return Options{ChunkBytes: 4096 << r} }, false},
 		{"forced ring", true, func(int) Options { return Options{Algorithm: Ring} }, true},
+		{"tiny chunks", true, func(int) Options { return Options{ChunkBytes: smallChunk} }, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWorldOn(t, 3, c.host, c.opts)
+			w := newWorldOn(t, 8, c.host, c.opts)
 			suiteOf("float64").allReduce(t, w, 100, Sum, false)
 			for r, g := range w.groups {
 				require.Equal(t, c.shared, g.shm != nil, "rank %d", r)
@@ -216,6 +217,52 @@ func TestSharedLarge(t *testing.T) {
 				f64.reduce(t, w, vec, Prod, n/2, inPlace)
 			}
 			f32.allGatherV(t, w, blk, false)
+			for _, inPlace := range []bool{false, true} {
+				checkLargeAllToAllV(t, w, blk/n, inPlace)
+			}
 		})
+	}
+}
+
+// checkLargeAllToAllV: rank i sends rank j unit×(1+(i+2j)%3) int64s,
+// each naming its sender, receiver and index.
+func checkLargeAllToAllV(t *testing.T, w *world, unit int, inPlace bool) {
+	t.Helper()
+	ctx := testCtx(t)
+	n := w.n
+	cnt := func(i, j int) int { return unit * (1 + (i+2*j)%3) }
+	val := func(i, j, k int) int64 { return int64(i)<<40 | int64(j)<<32 | int64(k) }
+	outs := make([][]int64, n)
+	w.ok(t, "AllToAllV", func(r int, g *Group) error {
+		sc, rc := make([]int, n), make([]int, n)
+		stotal, rtotal := 0, 0
+		for j := range n {
+			sc[j], rc[j] = cnt(r, j), cnt(j, r)
+			stotal += sc[j]
+			rtotal += rc[j]
+		}
+		send, recv := make([]int64, stotal), make([]int64, rtotal)
+		if inPlace {
+			buf := make([]int64, max(stotal, rtotal))
+			send, recv = buf[:stotal], buf[:rtotal]
+		}
+		off := 0
+		for j := range n {
+			for k := range sc[j] {
+				send[off+k] = val(r, j, k)
+			}
+			off += sc[j]
+		}
+		outs[r] = recv
+		return AllToAllV(ctx, g, send, sc, recv, rc)
+	})
+	for r := range n {
+		off := 0
+		for i := range n {
+			for k := range cnt(i, r) {
+				require.Equal(t, val(i, r, k), outs[r][off+k], "rank %d from %d [%d]", r, i, k)
+			}
+			off += cnt(i, r)
+		}
 	}
 }

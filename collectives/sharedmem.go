@@ -103,13 +103,14 @@ type shared struct {
 }
 
 // shChunk is the size of a slot's regions for n ranks: the group's chunk,
-// in whole cache lines, within shMaxData, and at least 8 bytes per rank
-// (the per-destination share of AllToAll and ReduceScatter); 0 if no
-// size fits, as for thousands of ranks.
+// at least 16 bytes per rank (the per-destination share of AllToAll and
+// ReduceScatter is at least an element; AllToAllV publishes two counts per
+// rank), in whole cache lines, within shMaxData; 0 if no size fits, as for
+// thousands of ranks.
 func shChunk(n, chunk int) int {
-	c := max(chunk, 64)
+	c := max(chunk, 16*n, 64)
 	c = min(c, shMaxData/(2*regions(n)*n)) &^ 63
-	if c < 8*n {
+	if c < 16*n {
 		return 0
 	}
 	return c
