@@ -3,11 +3,13 @@ package collectives
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rdmacell/rdmacell/collectives/internal/memp2p"
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/stretchr/testify/require"
 )
 
@@ -265,4 +267,42 @@ func checkLargeAllToAllV(t *testing.T, w *world, unit int, inPlace bool) {
 			off += cnt(i, r)
 		}
 	}
+}
+
+// logged is an endpoint with a logger.
+type logged struct {
+	*memp2p.Endpoint
+	log *slog.Logger
+}
+
+func (l logged) Logger() *slog.Logger { return l.log }
+
+// TestSharedWarnsWhenNotSharing: ranks that share a host but end up not
+// sharing memory (here: their chunk sizes differ) say so, since their
+// collectives are then far slower than the user would expect.
+func TestSharedWarnsWhenNotSharing(t *testing.T) {
+	const n = 3
+	mem := memp2p.New(n).Host()
+	var out syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	gs := make([]*Group, n)
+	for r := range n {
+		g, err := New(logged{mem.Endpoint(r), log.With("rank", r)}, Options{ChunkBytes: 4096 << r})
+		require.NoError(t, err)
+		defer g.Close()
+		gs[r] = g
+	}
+	ctx := testCtx(t)
+	errs := make(chan error, n)
+	for _, g := range gs {
+		go func() { errs <- Barrier(ctx, g) }()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	for r, g := range gs {
+		require.Nil(t, g.shm, "rank %d", r)
+	}
+	require.Contains(t, out.String(), "rank=1 why=\"Options.ChunkBytes gives 8192-byte slots here, 4096 at rank 0\"")
+	require.Contains(t, out.String(), "rank=2 why=\"Options.ChunkBytes gives 16384-byte slots here, 4096 at rank 0\"")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,18 @@ import (
 type hostLocal interface {
 	Transport(peer int) string
 	Err() error
+}
+
+// logging is a P2P with a logger, for what a group wants its user to
+// know: comm's ordered channel has one.
+type logging interface{ Logger() *slog.Logger }
+
+// warnNoShare says why a rank that could have shared memory with the
+// others did not: its group's collectives will be far slower.
+func (g *Group) warnNoShare(why string, err error) {
+	if l, ok := g.p.(logging); ok {
+		l.Logger().Warn("collectives: the ranks share a host but this group will not share memory; its collectives go over messages", "why", why, "err", err)
+	}
 }
 
 const (
@@ -305,6 +318,8 @@ func (g *Group) share(ctx context.Context) error {
 				offer[0] = 1
 				binary.LittleEndian.PutUint32(offer[1:], uint32(chunk))
 				copy(offer[5:], seg.Name())
+			} else {
+				g.warnNoShare("cannot create the segment", err)
 			}
 			can = err == nil
 		}
@@ -334,13 +349,20 @@ func (g *Group) share(ctx context.Context) error {
 		}
 		// Ranks whose chunk sizes differ would lay the slots out
 		// differently: they vote no.
-		if can && offer[0] == 1 && binary.LittleEndian.Uint32(offer[1:]) == uint32(chunk) {
+		switch theirs := int(binary.LittleEndian.Uint32(offer[1:])); {
+		case !can || offer[0] == 0:
+			can = false
+		case theirs != chunk:
+			can = false
+			g.warnNoShare(fmt.Sprintf("Options.ChunkBytes gives %d-byte slots here, %d at rank 0", chunk, theirs), nil)
+		default:
 			name, _, _ := bytes.Cut(offer[5:], []byte{0})
 			var err error
 			seg, err = g.openShared(false, string(name), chunk)
+			if err != nil {
+				g.warnNoShare("cannot open rank 0's segment", err)
+			}
 			can = err == nil
-		} else {
-			can = false
 		}
 		if can {
 			vote[0] = 1

@@ -1,6 +1,9 @@
 package comm
 
-import "fmt"
+import (
+	"fmt"
+	"log/slog"
+)
 
 // ordered is a communicator's ordered channel, the P2P of its
 // collectives. Its operations are those of Isend and Irecv on a channel of
@@ -47,6 +50,11 @@ func (o ordered) Err() error {
 		return f.err
 	}
 	return nil
+}
+
+// Logger is the logger of the collectives on this channel.
+func (o ordered) Logger() *slog.Logger {
+	return o.c.w.base.With("component", "collectives", "rank", o.c.rank)
 }
 
 func (o ordered) Alloc(n int) ([]byte, error) { return o.c.Alloc(n) }
