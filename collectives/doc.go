@@ -53,8 +53,9 @@
 // communicator ends their waits too. A segment takes 2·n·Options.ChunkBytes
 // bytes (with more than two ranks, twice that; 2 MiB chunks by default,
 // smaller for large groups, 32 MiB at most); a rank that cannot create or
-// open one (another user's process, /proc hidden) votes no, and the group
-// keeps to messages.
+// open one (another user's process, /proc hidden) votes no, the group
+// keeps to messages, and that rank logs a warning saying why (through the
+// communicator's logger).
 //
 // # Agreement
 //
