@@ -303,22 +303,23 @@ func (g *Group) execute(op *operation) error {
 		return &OpError{Rank: g.rank, Op: op.kind.String(), Seq: op.seq, Step: -1, Peer: -1,
 			Err: fmt.Errorf("%w by an earlier operation: %w", ErrGroupFailed, g.failed)}
 	}
-	x := &g.x
+	var err error
 	if !g.decided && g.size > 1 {
-		if err := g.share(op.ctx); err != nil {
-			g.mu.Lock()
-			g.failed = err
-			g.mu.Unlock()
-			return &OpError{Rank: g.rank, Op: op.kind.String(), Seq: op.seq, Step: -1, Peer: -1, Err: err}
+		if err = g.share(op.ctx); err != nil {
+			err = &OpError{Rank: g.rank, Op: op.kind.String(), Seq: op.seq, Step: -1, Peer: -1, Err: err}
 		}
-		g.decided = true
+		g.decided = err == nil
 	}
-	x.begin(op)
-	err := x.exec()
-	x.end()
+	x := &g.x
+	if err == nil {
+		x.begin(op)
+		err = x.exec()
+		x.end()
+	}
 	if err != nil && !x.aligned {
-		// The ranks' streams may hold messages of this operation: every
-		// later operation would read them. Fail those fast instead.
+		// The ranks' streams may hold messages of this operation (or of
+		// the setup): every later operation would read them. Fail those
+		// fast instead.
 		g.mu.Lock()
 		if g.failed == nil {
 			g.failed = err

@@ -76,27 +76,27 @@ func (x *run) shCombine(dst, own []byte, lo, hi int) {
 	if s.me >= 2 && overlap(dst, own) {
 		own = nil
 	}
-	x.combine(dst, x.shSrc(0, own, lo, hi), x.shSrc(1, own, lo, hi))
-	for r := 2; r < s.n; r++ {
-		x.combine(dst, dst, x.shSrc(r, own, lo, hi))
-	}
-	x.finish(dst)
+	x.combineRanks(dst, func(r int) []byte {
+		if r == s.me && own != nil {
+			return own
+		}
+		d, _ := s.prev(r)
+		return d[lo:hi]
+	})
 }
 
-func (x *run) shSrc(r int, own []byte, lo, hi int) []byte {
-	if r == x.g.shm.me && own != nil {
-		return own
-	}
-	d, _ := x.g.shm.prev(r)
-	return d[lo:hi]
-}
-
-// shCombineInline is shCombine over the previous phase's inline data.
+// shCombineInline is shCombine over the inline data the ranks published
+// with the barrier just passed.
 func (x *run) shCombineInline(dst []byte) {
-	s, t, n := x.g.shm, x.g.shm.step, len(dst)
-	x.combine(dst, s.inline(0, t)[:n], s.inline(1, t)[:n])
-	for r := 2; r < s.n; r++ {
-		x.combine(dst, dst, s.inline(r, t)[:n])
+	s := x.g.shm
+	x.combineRanks(dst, func(r int) []byte { return s.inline(r, s.step)[:len(dst)] })
+}
+
+// combineRanks reduces every rank's src into dst, in rank order.
+func (x *run) combineRanks(dst []byte, src func(r int) []byte) {
+	x.combine(dst, src(0), src(1))
+	for r := 2; r < x.g.size; r++ {
+		x.combine(dst, dst, src(r))
 	}
 	x.finish(dst)
 }
@@ -119,10 +119,9 @@ func (x *run) shAllReduce() error {
 	c := x.shChunkBytes(s.chunk)
 	m := shPieces(total, c)
 	for j := 0; ; j++ {
-		d, res := s.cur()
+		_, res := s.cur()
 		if j < m {
-			lo, hi := piece(j, c, total)
-			copy(d, op.send[lo:hi])
+			x.shPut(op.send, j, c)
 		}
 		if k := j - 1; k >= 0 && k < m {
 			lo, hi := x.share(k, c, total, s.me)
@@ -189,9 +188,7 @@ func (x *run) shCombineAll(all bool) error {
 			x.shCombine(op.recv[lo:hi], op.send[lo:hi], 0, hi-lo)
 		}
 		if j < m {
-			d, _ := s.cur()
-			lo, hi := piece(j, c, total)
-			copy(d, op.send[lo:hi])
+			x.shPut(op.send, j, c)
 		}
 		if j == m {
 			return nil
@@ -216,9 +213,7 @@ func (x *run) shBroadcast() error {
 				copyUnlessSame(op.recv[lo:hi], op.send[lo:hi])
 			}
 			if j < m {
-				d, _ := s.cur()
-				lo, hi := piece(j, c, total)
-				copy(d, op.send[lo:hi])
+				x.shPut(op.send, j, c)
 			}
 		} else if j > 0 {
 			d, _ := s.prev(op.root)
@@ -258,9 +253,7 @@ func (x *run) shAllGather() error {
 			copyUnlessSame(mine[lo:hi], op.send[lo:hi])
 		}
 		if j < m {
-			d, _ := s.cur()
-			lo, hi := piece(j, c, len(op.send))
-			copy(d, op.send[lo:hi])
+			x.shPut(op.send, j, c)
 		}
 		if j > 0 {
 			for r := range s.n {
@@ -285,30 +278,40 @@ func (x *run) shAllGather() error {
 // rank deposits chunk j of each block it sends and copies chunk j-1 of
 // the block each rank deposited for it.
 func (x *run) shAllToAll() error {
+	op := x.op
+	off := x.equalOffsets(0, op.count)
+	return x.shExchange(op.send, off, off, op.count*x.esize, 0)
+}
+
+// shExchange moves block r of send (bytes soff[r] to soff[r+1]) to rank
+// r, where it lands in recv at roff of this rank, in chunks of a slot's
+// share per destination; longest is the largest block of any rank. Its
+// first phase is phase j0: 0, or 1 after AllToAllV's phase of counts.
+func (x *run) shExchange(send []byte, soff, roff []int, longest, j0 int) error {
 	op, s := x.op, x.g.shm
-	blk := op.count * x.esize
 	q := x.shChunkBytes(s.chunk / s.n)
-	m := shPieces(blk, q)
+	m := shPieces(longest, q)
 	for j := 0; ; j++ {
 		if j < m {
-			x.shDepositBlocks(j, q, blk, false)
+			x.shDeposit(send, soff, j, q, false)
 		}
 		if j == 1 {
-			copyUnlessSame(op.recv[s.me*blk:(s.me+1)*blk], op.send[s.me*blk:(s.me+1)*blk])
+			copyUnlessSame(op.recv[roff[s.me]:roff[s.me+1]], send[soff[s.me]:soff[s.me+1]])
 		}
 		if j > 0 {
-			lo, hi := piece(j-1, q, blk)
 			for r := range s.n {
 				if r != s.me {
-					d, _ := s.prev(r)
-					copy(op.recv[r*blk+lo:r*blk+hi], d[s.me*q:])
+					blk := op.recv[roff[r]:roff[r+1]]
+					lo, hi := piece(j-1, q, len(blk))
+					from, _ := s.prev(r)
+					copy(blk[lo:hi], from[s.me*q:])
 				}
 			}
 		}
 		if j == m {
 			return nil
 		}
-		if err := x.shSync(j); err != nil {
+		if err := x.shSync(j0 + j); err != nil {
 			return err
 		}
 	}
@@ -320,11 +323,12 @@ func (x *run) shAllToAll() error {
 func (x *run) shReduceScatter() error {
 	op, s := x.op, x.g.shm
 	blk := len(op.recv)
+	off := x.equalOffsets(0, op.count)
 	q := x.shChunkBytes(s.chunk / s.n)
 	m := shPieces(blk, q)
 	for j := 0; ; j++ {
 		if j < m {
-			x.shDepositBlocks(j, q, blk, true)
+			x.shDeposit(op.send, off, j, q, true)
 		}
 		if j > 0 {
 			lo, hi := piece(j-1, q, blk)
@@ -339,16 +343,24 @@ func (x *run) shReduceScatter() error {
 	}
 }
 
-// shDepositBlocks puts chunk j (of q bytes) of each of send's blocks of
-// blk bytes into the region of the current slot for the block's rank;
-// this rank's own block only if own.
-func (x *run) shDepositBlocks(j, q, blk int, own bool) {
+// shPut puts chunk j (of c bytes) of src into this rank's current slot.
+func (x *run) shPut(src []byte, j, c int) {
+	d, _ := x.g.shm.cur()
+	lo, hi := piece(j, c, len(src))
+	copy(d, src[lo:hi])
+}
+
+// shDeposit puts chunk j (of q bytes) of each block of send (block r is
+// bytes off[r] to off[r+1]) into the region of the current slot for the
+// block's rank; this rank's own block only if own.
+func (x *run) shDeposit(send []byte, off []int, j, q int, own bool) {
 	s := x.g.shm
 	d, _ := s.cur()
-	lo, hi := piece(j, q, blk)
 	for r := range s.n {
 		if own || r != s.me {
-			copy(d[r*q:], x.op.send[r*blk+lo:r*blk+hi])
+			blk := send[off[r]:off[r+1]]
+			lo, hi := piece(j, q, len(blk))
+			copy(d[r*q:], blk[lo:hi])
 		}
 	}
 }
@@ -402,39 +414,5 @@ func (x *run) shAllToAllV() error {
 		copy(tmp, send)
 		send = tmp
 	}
-	soff, roff := x.offsets(0, 0, op.counts), x.offsets(1, 0, op.counts2)
-	q := x.shChunkBytes(s.chunk / n)
-	m := shPieces(longest*x.esize, q)
-	// Phase j deposits chunk j-1 and takes chunk j-2.
-	for j := 1; ; j++ {
-		if j <= m {
-			d, _ := s.cur()
-			for r := range n {
-				if r != me {
-					blk := send[soff[r]:soff[r+1]]
-					lo, hi := piece(j-1, q, len(blk))
-					copy(d[r*q:], blk[lo:hi])
-				}
-			}
-		}
-		if j == 1 {
-			copyUnlessSame(op.recv[roff[me]:roff[me+1]], send[soff[me]:soff[me+1]])
-		}
-		if j >= 2 {
-			for r := range n {
-				if r != me {
-					blk := op.recv[roff[r]:roff[r+1]]
-					lo, hi := piece(j-2, q, len(blk))
-					from, _ := s.prev(r)
-					copy(blk[lo:hi], from[me*q:])
-				}
-			}
-		}
-		if j == m+1 {
-			return nil
-		}
-		if err := x.shSync(j); err != nil {
-			return err
-		}
-	}
+	return x.shExchange(send, x.offsets(0, 0, op.counts), x.offsets(1, 0, op.counts2), longest*x.esize, 1)
 }

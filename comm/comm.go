@@ -224,6 +224,16 @@ func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte, poo
 
 // check says why an operation with p on a channel kind cannot start.
 func (c *Comm) check(p *peer, kind uint8) error {
+	if err := c.channelErr(kind); err != nil {
+		return err
+	}
+	return p.err
+}
+
+// channelErr is why no operation on c's channels of the kind can proceed,
+// whatever the peer: the job failed, c is closed, or (for the ordered and
+// internal channels) a member of c died.
+func (c *Comm) channelErr(kind uint8) error {
 	if err := c.w.failure(); err != nil {
 		return err
 	}
@@ -235,7 +245,7 @@ func (c *Comm) check(p *peer, kind uint8) error {
 			return f.err
 		}
 	}
-	return p.err
+	return nil
 }
 
 // wait waits for the handle of a blocking call, gives it up if ctx ends

@@ -1,9 +1,6 @@
 package comm
 
-import (
-	"fmt"
-	"log/slog"
-)
+import "log/slog"
 
 // ordered is a communicator's ordered channel, the P2P of its
 // collectives. Its operations are those of Isend and Irecv on a channel of
@@ -39,18 +36,7 @@ func (o ordered) Transport(peer int) string { return o.c.Transport(peer) }
 // Err is why the channel can no longer be used (an abort, a dead member,
 // Close), or nil. Collectives that wait on memory they share, not in the
 // channel, ask it.
-func (o ordered) Err() error {
-	if err := o.c.w.failure(); err != nil {
-		return err
-	}
-	if o.c.closed.Load() {
-		return fmt.Errorf("comm: rank %d: %w", o.c.rank, ErrClosed)
-	}
-	if f := o.c.poison.Load(); f != nil {
-		return f.err
-	}
-	return nil
-}
+func (o ordered) Err() error { return o.c.channelErr(chanOrdered) }
 
 // Logger is the logger of the collectives on this channel.
 func (o ordered) Logger() *slog.Logger {

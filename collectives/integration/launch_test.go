@@ -42,22 +42,9 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 	for _, transport := range []string{comm.TransportShm, comm.TransportTCP} {
 		for _, world := range []int{2, 3, 4} {
 			t.Run(fmt.Sprintf("%s/n=%d", transport, world), func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-				defer cancel()
-				var stdout, stderr syncbuf.Buffer
-				code, err := launcher.Run(ctx, launcher.Config{
-					Program:      os.Args[0],
-					ProcsPerNode: world,
-					Nodes:        1,
-					Transport:    transport,
-					Paths:        2,
-					Env:          append(os.Environ(), envRole+"=1"),
-				}, &stdout, &stderr)
-				require.NoError(t, err, "stderr:\n%s", stderr.String())
-				require.Zero(t, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+				stdout, out := launch(t, world, transport, "1")
 				for r := range world {
-					require.Contains(t, stdout.String(), fmt.Sprintf("[%d] ok rank %d of %d over %s:", r, r, world, transport),
-						"stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+					require.Contains(t, stdout, fmt.Sprintf("[%d] ok rank %d of %d over %s:", r, r, world, transport), out)
 				}
 			})
 		}
@@ -70,20 +57,30 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 // ranks waiting for it, by name and long before their deadline: the
 // kernel drops its lock on the segment when it exits.
 func TestRankLeavesSharedMemory(t *testing.T) {
+	stdout, out := launch(t, 3, comm.TransportShm, roleLeave)
+	for r := range 2 {
+		require.Contains(t, stdout, fmt.Sprintf("[%d] ok: rank %d saw rank 2 leave", r, r), out)
+	}
+}
+
+// launch runs this test binary as world ranks over transport, in role,
+// two paths per peer. It fails t unless every rank exits 0, and returns
+// the ranks' prefixed standard output, and both outputs for messages.
+func launch(t *testing.T, world int, transport, role string) (stdout, out string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	var stdout, stderr syncbuf.Buffer
+	var so, se syncbuf.Buffer
 	code, err := launcher.Run(ctx, launcher.Config{
 		Program:      os.Args[0],
-		ProcsPerNode: 3,
+		ProcsPerNode: world,
 		Nodes:        1,
-		Transport:    comm.TransportShm,
-		Env:          append(os.Environ(), envRole+"="+roleLeave),
-	}, &stdout, &stderr)
-	require.NoError(t, err, "stderr:\n%s", stderr.String())
-	require.Zero(t, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	for r := range 2 {
-		require.Contains(t, stdout.String(), fmt.Sprintf("[%d] ok: rank %d saw rank 2 leave", r, r),
-			"stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	}
+		Transport:    transport,
+		Paths:        2,
+		Env:          append(os.Environ(), envRole+"="+role),
+	}, &so, &se)
+	out = "stdout:\n" + so.String() + "\nstderr:\n" + se.String()
+	require.NoError(t, err, out)
+	require.Zero(t, code, out)
+	return so.String(), out
 }

@@ -8,8 +8,9 @@ import (
 
 // PostSend implements verbs.QP. It copies each request into the send
 // queue; a small request with nothing queued before it is executed at
-// once in the caller's goroutine, anything else is left to the engine. It neither blocks nor allocates. Local elements are checked
-// when the request is executed: a bad lkey or range completes it with
+// once in the caller's goroutine, anything else is left to the engine.
+// It neither blocks nor allocates. Local elements are checked when the
+// request is executed: a bad lkey or range completes it with
 // StatusLocalProtection.
 func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 	posted, bad, err := q.enqueue(wr)
