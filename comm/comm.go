@@ -53,8 +53,8 @@ func (c *Comm) WorldRank(r int) int {
 	return c.ranks[r]
 }
 
-// Transport names how this rank reaches rank peer: "shm", "tcp", or
-// "self"; "" if peer is out of range.
+// Transport names how this rank reaches rank peer: "shm", "tcp", "ibv",
+// or "self"; "" if peer is out of range.
 func (c *Comm) Transport(peer int) string {
 	if peer < 0 || peer >= len(c.ranks) {
 		return ""
@@ -63,7 +63,7 @@ func (c *Comm) Transport(peer int) string {
 	if p.self {
 		return "self"
 	}
-	return devNames[p.dev]
+	return p.dev.String()
 }
 
 // Send sends buf to rank peer under tag and returns once buf may be used
