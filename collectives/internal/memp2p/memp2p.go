@@ -38,6 +38,8 @@ type World struct {
 	links []link // links[src*n+dst]
 	eps   []*Endpoint
 
+	sent atomic.Int64
+
 	mu    sync.Mutex
 	alloc map[*byte]int
 }
@@ -65,6 +67,9 @@ func (w *World) Host() *World {
 	w.host = true
 	return w
 }
+
+// Sent counts the messages sent so far, by every rank.
+func (w *World) Sent() int64 { return w.sent.Load() }
 
 // Endpoint returns rank r's end.
 func (w *World) Endpoint(r int) *Endpoint { return w.eps[r] }
@@ -126,6 +131,7 @@ func (e *Endpoint) Isend(peer int, tag uint64, buf []byte) (comm.Request, error)
 	if err := e.check(peer); err != nil {
 		return nil, err
 	}
+	e.w.sent.Add(1)
 	r := e.get(true, peer, tag, buf)
 	l := &e.w.links[e.rank*e.w.n+peer]
 	l.mu.Lock()
