@@ -180,14 +180,18 @@ func Join(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	j.ctx, j.cancel = context.WithCancel(context.Background())
 	j.state = newState(cfg.Job, cfg.Rank, cfg.WorldSize, j.keys)
+	if err := j.grant(ctx); err != nil {
+		j.abandon()
+		return nil, err
+	}
+	// Renew the lease before anything else: with a short TTL on a busy
+	// machine, registering and listing must not be what lets it lapse.
+	j.wg.Add(1)
+	go j.keepAlive()
 	if err := j.register(ctx); err != nil {
 		j.abandon()
 		return nil, err
 	}
-	// Renew the lease before anything else: with a short TTL, the listing
-	// below must not be what lets it lapse.
-	j.wg.Add(1)
-	go j.keepAlive()
 	if err := j.startFollowing(ctx); err != nil {
 		j.abandon()
 		return nil, err
@@ -196,8 +200,8 @@ func Join(ctx context.Context, cfg Config) (*Job, error) {
 	return j, nil
 }
 
-// register grants the lease, claims the rank's slot and reads the secret.
-func (j *Job) register(ctx context.Context) error {
+// grant takes the rank's lease.
+func (j *Job) grant(ctx context.Context) error {
 	lease, ttl, err := j.store.Grant(ctx, j.ttl)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -208,7 +212,12 @@ func (j *Job) register(ctx context.Context) error {
 	}
 	// The store may enforce a longer minimum TTL than we asked for.
 	j.lease, j.ttl = lease, ttl
+	return nil
+}
 
+// register claims the rank's slot under its lease and reads the secret.
+func (j *Job) register(ctx context.Context) error {
+	lease := j.lease
 	reg, err := json.Marshal(registration{Member: j.self, WorldSize: j.cfg.WorldSize, Lease: int64(lease)})
 	if err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: encode registration: %w", j.cfg.Job, j.cfg.Rank, err)

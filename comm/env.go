@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/verbs/ibv"
 )
 
 // The environment a launcher such as cellrun gives each rank. RANK,
@@ -178,6 +179,11 @@ func optionsFrom(lookup func(string) (string, bool)) (Options, error) {
 		}
 		o.TCPAddr = v
 	}
+	ib, err := ibv.OptionsFromLookup(ibv.Options{}, r.lookup)
+	if err != nil {
+		r.errs = append(r.errs, err)
+	}
+	o.IBV = ib
 	if v, ok := r.lookup(EnvHost); ok {
 		if !validHost(v) {
 			r.fail(EnvHost, v, hostWant, false)

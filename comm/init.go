@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/cell/driver"
+	"github.com/rdmacell/rdmacell/verbs/ibv"
 )
 
 // Init joins the job and connects this rank to every other: it registers
@@ -81,6 +82,9 @@ func overlay(env, o Options) Options {
 	}
 	if o.CloseTimeout != 0 {
 		env.CloseTimeout = o.CloseTimeout
+	}
+	if o.IBV != (ibv.Options{}) {
+		env.IBV = o.IBV
 	}
 	if o.Logger != nil {
 		env.Logger = o.Logger

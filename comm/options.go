@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/verbs/ibv"
 )
 
 // Options configure Init. Rank, WorldSize, Job, and Store or
@@ -59,6 +60,8 @@ type Options struct {
 	CellSize int64
 	// Policy places cells on paths (default PolicyAdaptive).
 	Policy Policy
+	// IBV configures the ibv transport: device, port, GID index.
+	IBV ibv.Options
 	// TCPAddr is where the tcp provider listens, "host:port" or "host"
 	// (default "127.0.0.1:0" when every rank is on this host, else ":0",
 	// advertised under Host).

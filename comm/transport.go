@@ -98,7 +98,11 @@ func openTCP(w *world) (verbs.Device, error) {
 }
 
 func openIBV(w *world) (verbs.Device, error) {
-	d, err := ibv.Open(ibv.Options{Host: w.host, Logger: w.logger("ibv")})
+	o := w.opts.IBV
+	if o.Logger == nil {
+		o.Logger = w.logger("ibv")
+	}
+	d, err := ibv.Open(o)
 	if errors.Is(err, ibv.ErrNotBuilt) {
 		return nil, &OptionError{Field: "Transport", Value: strconv.Quote(string(TransportIBV)),
 			Want: "a binary built with the ibverbs tag (go build -tags ibverbs, with cgo and libibverbs-dev), or auto, shm or tcp"}
