@@ -99,6 +99,9 @@ type Group struct {
 	// operation).
 	shm     *shared
 	decided bool
+	// hier is the split of the ranks by host, for Hierarchical, when the
+	// group spans hosts (decided with shm).
+	hier *hierarchy
 }
 
 // New returns a Group over p. It fails on an invalid option. It reads no
@@ -112,7 +115,7 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "p", Problem: fmt.Sprintf("has rank %d of size %d, want 0 <= rank < size", rank, size)}
 	}
 	algo := opts.Algorithm
-	if algo > Shared {
+	if algo > Hierarchical {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.Algorithm", Problem: fmt.Sprintf("%d is not an algorithm", algo)}
 	}
 	if opts.ChunkBytes < 0 {
@@ -157,7 +160,7 @@ func (g *Group) Close() error {
 	if g.shm != nil {
 		err = errors.Join(err, g.shm.close())
 	}
-	return err
+	return errors.Join(err, g.hier.close())
 }
 
 func (g *Group) signal() {
@@ -311,6 +314,7 @@ func (g *Group) execute(op *operation) error {
 	}
 	var err error
 	if !g.decided && g.size > 1 {
+		g.hier = planHierarchy(g)
 		if err = g.share(op.ctx); err != nil {
 			err = &OpError{Rank: g.rank, Op: op.kind.String(), Seq: op.seq, Step: -1, Peer: -1, Err: err}
 		}
