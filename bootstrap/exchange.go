@@ -46,6 +46,32 @@ func (j *Job) Get(ctx context.Context, from int, key string) ([]byte, error) {
 	return value, nil
 }
 
+// Published reports each rank that publishes key for this rank with Put,
+// once, whether it did so before this call or does later: a rank can then
+// answer a peer that wants to set up a connection with it. The channel is
+// closed by Close. Every call for one key returns the same channel.
+func (j *Job) Published(key string) <-chan int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s := j.state
+	if s.published == nil { // closed
+		ch := make(chan int)
+		close(ch)
+		return ch
+	}
+	pub := s.published[key]
+	if pub == nil {
+		pub = &publication{ch: make(chan int, s.worldSize), seen: make(map[int]bool)}
+		s.published[key] = pub
+		for k := range s.inbox {
+			if k.key == key {
+				pub.report(k.from)
+			}
+		}
+	}
+	return pub.ch
+}
+
 // checkPeer validates the peer rank and key of a Put or Get.
 func (j *Job) checkPeer(peer int, key, op string) error {
 	if peer < 0 || peer >= j.cfg.WorldSize {

@@ -324,6 +324,12 @@ func (j *Job) Close(ctx context.Context) error {
 		j.wg.Wait()
 		// Only follow sends departures, and it has returned.
 		close(j.state.departures)
+		j.mu.Lock()
+		for _, pub := range j.state.published {
+			close(pub.ch)
+		}
+		j.state.published = nil
+		j.mu.Unlock()
 		if !j.ownStore {
 			return
 		}

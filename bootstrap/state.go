@@ -38,6 +38,9 @@ type state struct {
 	passed   map[string]int64                  // barrier name -> last generation passed
 
 	inbox map[inboxKey][]byte
+	// published reports, per key, each rank that publishes the key for
+	// this rank, once (see Job.Published).
+	published map[string]*publication
 
 	// changed is closed, and replaced, whenever the state changes.
 	changed    chan struct{}
@@ -60,6 +63,7 @@ func newState(job string, self, worldSize int, keys keyspace) *state {
 		arrivals:   make(map[string]map[int64]map[int]bool),
 		passed:     make(map[string]int64),
 		inbox:      make(map[inboxKey][]byte),
+		published:  make(map[string]*publication),
 		changed:    make(chan struct{}),
 		departures: make(chan error, worldSize),
 	}
@@ -110,6 +114,9 @@ func (s *state) put(kv KeyValue) {
 	case kindP2P:
 		if k.to == s.self {
 			s.inbox[inboxKey{from: k.rank, key: k.name}] = slices.Clone(kv.Value)
+			if pub := s.published[k.name]; pub != nil {
+				pub.report(k.rank)
+			}
 		}
 	}
 }
@@ -198,6 +205,19 @@ func (s *state) resync(kvs []KeyValue) {
 		if s.present[r] && !listed[r] {
 			s.depart(r)
 		}
+	}
+}
+
+// publication is the report of the ranks that publish one key.
+type publication struct {
+	ch   chan int // buffered for the whole world
+	seen map[int]bool
+}
+
+func (p *publication) report(rank int) {
+	if !p.seen[rank] {
+		p.seen[rank] = true
+		p.ch <- rank // never blocks: each rank is reported once
 	}
 }
 

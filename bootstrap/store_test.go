@@ -146,3 +146,28 @@ func TestJobGivenSecret(t *testing.T) {
 		assert.ErrorContains(t, err, "secret of 8 bytes, want at least 32")
 	})
 }
+
+// Published reports each rank that publishes a key for this one, once,
+// whether it did so before the call or after, and ends with Close.
+func TestJobPublished(t *testing.T) {
+	eachStore(t, func(t *testing.T, m meeting) {
+		ctx := testContext(t)
+		jobs := make([]*Job, 3)
+		for r := range jobs {
+			jobs[r] = join(t, m.config("published", r, 3))
+		}
+		require.NoError(t, jobs[1].Put(ctx, 0, "hello", []byte("1")))
+		require.NoError(t, jobs[1].Put(ctx, 0, "other", nil))
+		_, err := jobs[0].Get(ctx, 1, "hello") // rank 0 has heard of it
+		require.NoError(t, err)
+		ch := jobs[0].Published("hello")
+		require.Equal(t, 1, <-ch)
+		require.NoError(t, jobs[2].Put(ctx, 0, "hello", nil))
+		require.NoError(t, jobs[1].Put(ctx, 0, "hello", []byte("again")))
+		require.Equal(t, 2, <-ch)
+		require.NoError(t, jobs[0].Close(ctx))
+		for r := range ch {
+			t.Errorf("rank %d reported twice, or a key it did not publish", r)
+		}
+	})
+}

@@ -41,8 +41,8 @@ func (w *world) goodbye(closed error) {
 	t := time.NewTimer(w.opts.CloseTimeout)
 	defer t.Stop()
 	for _, p := range w.peers {
-		if p.self || p.ctl == nil {
-			continue
+		if p.self || !p.connected() {
+			continue // a peer never connected has nothing of ours in flight
 		}
 		select {
 		case <-p.quiet:
@@ -68,6 +68,8 @@ func (w *world) release(cause error) error {
 	for _, p := range w.peers {
 		<-p.exited
 	}
+	w.endDial()
+	w.dials.Wait()
 	var wg sync.WaitGroup
 	var emu sync.Mutex
 	keep := func(err error) {

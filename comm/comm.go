@@ -212,8 +212,10 @@ func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte, poo
 	err := c.check(p, kind)
 	switch {
 	case err == nil && send:
+		p.connectLocked()
 		p.postSendLocked(h)
 	case err == nil:
+		p.connectLocked()
 		p.postRecvLocked(h)
 	case !send && err == p.err && p.takeArrivedLocked(h):
 		// A message the peer sent before it left.

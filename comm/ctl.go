@@ -122,7 +122,6 @@ func (p *peer) helloLocked(h *header, payload []byte) error {
 	}
 	if !p.helloSeen {
 		p.helloSeen = true
-		close(p.hello)
 	}
 	return nil
 }

@@ -1,13 +1,20 @@
-// Package comm is the communicator of RDMACell: the ranks of a job, one
-// connection mesh between them, registered memory, point-to-point
-// messages, liveness, Abort and sub-communicators.
+// Package comm is the communicator of RDMACell: the ranks of a job, the
+// connections between them, registered memory, point-to-point messages,
+// liveness, Abort and sub-communicators.
 //
 // # Starting
 //
-// Init joins the job through the bootstrap (etcd), waits for every rank,
-// and connects to each peer: over shared memory (verbs/shm) to ranks of
-// the same host, over TCP (verbs/tcp, authenticated with the job's
-// secret) to the others, or as Options.Transport says. With zero Options
+// Init joins the job through the bootstrap (a store: etcd, or one in this
+// process), waits for every rank and opens the transports. It connects to
+// no peer: a peer is connected when an operation first involves it, or
+// when the peer connects to this rank (connect.go), over shared memory
+// (verbs/shm) to ranks of the same host, over TCP (verbs/tcp,
+// authenticated with the job's secret) to the others, through an RDMA NIC
+// (verbs/ibv), or as Options.Transport says. A rank of a ring holds two
+// connections, and the store carries setup keys only for the pairs that
+// talk. Connecting needs the store: once connected, a pair keeps talking
+// if etcd goes away, but a peer first needed after that cannot be
+// reached. With zero Options
 // it reads the launcher's environment (RDMACELL_RANK, RDMACELL_WORLD_SIZE,
 // RDMACELL_JOB, RDMACELL_ETCD_ENDPOINTS and the knobs listed at
 // OptionsFromEnv); anything missing or malformed is an error that names

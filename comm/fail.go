@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
@@ -238,7 +239,13 @@ func (w *world) departed(err error) {
 		w.abortFrom(ae)
 		return
 	}
-	w.failPeer(p, &PeerError{Rank: p.rank, Host: p.host, PID: p.pid, Err: err}, !isExited(err))
+	exited := isExited(err)
+	if exited {
+		// It closed its communicator: said by the bootstrap when no
+		// goodbye came first, as for a peer this rank never connected to.
+		err = fmt.Errorf("%w: %w", ErrPeerClosed, err)
+	}
+	w.failPeer(p, &PeerError{Rank: p.rank, Host: p.host, PID: p.pid, Err: err}, !exited)
 }
 
 // failAll fails every operation of the job with err and takes every link

@@ -70,6 +70,15 @@ func TestEtcdLostAfterSetup(t *testing.T) {
 		t.Run(string(tr), func(t *testing.T) {
 			// Without etcd, Close gives up on it after one lease TTL.
 			srv, comms := startJob(t, 3, tr, func(o *Options) { o.LeaseTTL = 2 * time.Second })
+			// Peers connect on demand, through etcd: connect the ring first.
+			onEach(t, comms, func(c *Comm) error {
+				next, prev := (c.Rank()+1)%3, (c.Rank()+2)%3
+				if err := c.Send(bounded(t), next, 99, nil); err != nil {
+					return err
+				}
+				_, err := c.Recv(bounded(t), prev, 99, nil)
+				return err
+			})
 			require.NoError(t, srv.Close(bounded(t)))
 			onEach(t, comms, func(c *Comm) error {
 				ctx := bounded(t)
@@ -118,8 +127,8 @@ func TestUnreachableEtcd(t *testing.T) {
 	require.Less(t, time.Since(start), testTimeout/2)
 }
 
-// A rank whose tcp secret is not the job's cannot connect: both ends fail
-// Init with an error naming the other, in bounded time.
+// A rank whose tcp secret is not the job's cannot connect: both ends'
+// first exchange fails with an error naming the other, in bounded time.
 func TestWrongSecret(t *testing.T) {
 	srv := startServer(t)
 	job := jobID(t)
@@ -133,7 +142,10 @@ func TestWrongSecret(t *testing.T) {
 				o.tcpSecret = []byte("a secret of another job, long enough")
 			}
 			c, err := Init(context.Background(), o)
-			if c != nil {
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), o.RendezvousTimeout)
+				err = c.Send(ctx, 1-r, 1, []byte("x"))
+				cancel()
 				_ = c.Close()
 			}
 			errs[r] = err

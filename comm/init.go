@@ -2,23 +2,19 @@ package comm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
-	"github.com/rdmacell/rdmacell/cell/driver"
 	"github.com/rdmacell/rdmacell/verbs/ibv"
 )
 
-// Init joins the job and connects this rank to every other: it registers
-// with the bootstrap, waits for every rank, opens the transports, sets up
-// two cell connections per peer through the bootstrap's key-value store,
-// passes a setup barrier and exchanges a hello with every peer. It returns
-// the world communicator. All of it is bounded by ctx and by
-// Options.RendezvousTimeout.
+// Init joins the job: it registers with the bootstrap, waits for every
+// rank, opens the transports and passes a setup barrier. It returns the
+// world communicator. All of it is bounded by ctx and by
+// Options.RendezvousTimeout. Peers are connected later, each when an
+// operation first needs it (see connect.go).
 //
 // With zero Options (WorldSize 0), Init reads the launcher's environment
 // (see OptionsFromEnv); fields set in opts other than the rank, world
@@ -139,6 +135,7 @@ func (w *world) start(ctx context.Context) error {
 		if p.self {
 			close(p.exited)
 		} else {
+			p.queueHelloLocked() // no one else has p yet
 			go p.run()
 		}
 	}
@@ -148,24 +145,19 @@ func (w *world) start(ctx context.Context) error {
 	if err := w.openDevices(); err != nil {
 		return err
 	}
-	if err := w.connect(ctx); err != nil {
-		return err
-	}
-	phase("connected")
-	if err := job.Barrier(ctx, "comm/setup"); err != nil {
-		return err
-	}
-	phase("setup barrier passed")
-	if err := w.greet(ctx); err != nil {
-		return err
-	}
-	phase("greeted")
 	for _, p := range w.peers {
 		if !p.self {
 			w.wg.Add(1)
 			go w.watchAborts(p)
 		}
 	}
+	// Every rank listens before any connects to it.
+	if err := job.Barrier(ctx, "comm/setup"); err != nil {
+		return err
+	}
+	phase("setup barrier passed")
+	w.wg.Add(1)
+	go w.answerDials()
 	ranks := make([]int, w.size)
 	for i := range ranks {
 		ranks[i] = i
@@ -216,113 +208,6 @@ func (w *world) openDevices() error {
 			return fmt.Errorf("%s: allocate protection domain: %w", device(i), err)
 		}
 		w.mem.pds[i] = pd
-	}
-	return nil
-}
-
-// etcdExchange swaps a connection's setup information with the peer
-// through the bootstrap.
-type etcdExchange struct {
-	job  *bootstrap.Job
-	peer int
-	key  string
-}
-
-func (x etcdExchange) Exchange(ctx context.Context, local []byte) ([]byte, error) {
-	if err := x.job.Put(ctx, x.peer, x.key, local); err != nil {
-		return nil, err
-	}
-	return x.job.Get(ctx, x.peer, x.key)
-}
-
-// connect sets up the two cell connections to every peer, all at once.
-func (w *world) connect(ctx context.Context) error {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for _, p := range w.peers {
-		if p.self {
-			continue
-		}
-		var err error
-		if p.slots, err = w.mem.alloc(2*ctlSlots*slotSize, false); err != nil {
-			return fmt.Errorf("control slots for rank %d: %w", p.rank, err)
-		}
-		p.slotLKey, p.slotRKey = p.slots.mrs[p.dev].LKey(), p.slots.mrs[p.dev].RKey()
-		for _, kind := range []string{"ctl", "bulk"} {
-			wg.Go(func() {
-				c, err := driver.Dial(ctx, driver.Config{
-					Peer:     fmt.Sprintf("rank %d %s", p.rank, kind),
-					Device:   w.devs[p.dev],
-					PD:       w.mem.pds[p.dev],
-					Paths:    w.opts.Paths,
-					Policy:   string(w.opts.Policy),
-					CellSize: w.opts.CellSize,
-					Logger:   w.logger("cell"),
-				}, etcdExchange{job: w.job, peer: p.rank, key: "comm/" + kind})
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("connect to rank %d (host %s, pid %d) over %s: %w",
-						p.rank, p.host, p.pid, p.dev, err))
-					return
-				}
-				p.mu.Lock()
-				if kind == "ctl" {
-					p.ctl = driverLink{c}
-				} else {
-					p.bulk = driverLink{c}
-				}
-				p.mu.Unlock()
-			})
-		}
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// greet posts the control receives, starts the streams with a hello and
-// waits for every peer's: a peer that answers is the right rank of the
-// right job, and its connections carry data.
-func (w *world) greet(ctx context.Context) error {
-	for _, p := range w.peers {
-		if p.self {
-			continue
-		}
-		p.mu.Lock()
-		var err error
-		for s := uint64(0); s < ctlSlots && err == nil; s++ {
-			err = p.postCtlRecvLocked(s)
-		}
-		if err != nil {
-			p.mu.Unlock()
-			return fmt.Errorf("rank %d: post control receives: %w", p.rank, err)
-		}
-		p.queueHelloLocked()
-		p.mu.Unlock()
-		p.wake()
-	}
-	for _, p := range w.peers {
-		if p.self {
-			continue
-		}
-		select {
-		case <-p.hello:
-			continue
-		case <-ctx.Done():
-		case <-p.gone:
-		case <-p.downCh:
-		}
-		p.mu.Lock()
-		why := p.linkErr
-		if why == nil {
-			why = p.goneErr
-		}
-		p.mu.Unlock()
-		if why == nil {
-			why = ctx.Err()
-		}
-		return fmt.Errorf("no hello from rank %d (host %s, pid %d) over %s: %w", p.rank, p.host, p.pid, p.dev, why)
 	}
 	return nil
 }

@@ -24,7 +24,6 @@ type peer struct {
 
 	kick   chan struct{} // wakes the pump
 	exited chan struct{} // closed when the pump returns
-	hello  chan struct{} // closed when the peer's HELLO arrived
 	quiet  chan struct{} // closed when Close may release the links
 	gone   chan struct{} // closed when the bootstrap reported the rank gone
 	downCh chan struct{} // closed when the links went down
@@ -44,6 +43,7 @@ type peer struct {
 	linkErr error
 	goneErr error // the bootstrap's report, once gone is closed
 	stop    bool  // the pump must return
+	dialing bool  // its connections are being set up
 
 	// Control stream, receiving: rops[s%ctlSlots] is the receive of slot
 	// sequence s; rseq is the next slot to process.
@@ -126,7 +126,6 @@ func newPeer(w *world, rank int) *peer {
 		rank:    rank,
 		kick:    make(chan struct{}, 1),
 		exited:  make(chan struct{}),
-		hello:   make(chan struct{}),
 		quiet:   make(chan struct{}),
 		gone:    make(chan struct{}),
 		downCh:  make(chan struct{}),
@@ -257,8 +256,8 @@ func (p *peer) reapLocked() {
 // progressLocked posts what can be posted: chunks to ask for, control
 // messages, bulk sends.
 func (p *peer) progressLocked() {
-	if p.down || p.self {
-		return
+	if p.down || p.self || p.ctl == nil {
+		return // nothing moves before the links are up
 	}
 	p.askLocked()
 	p.flushLocked()

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -90,4 +91,54 @@ func TestTransportIBV(t *testing.T) {
 		require.Equal(t, pattern(1<<20, uint64(peer)), got)
 		return err
 	})
+}
+
+// Peers are connected on demand: after Init nothing is connected and the
+// store holds no setup keys; a ring exchange connects each rank to its two
+// neighbours only, with two setup keys per connected pair and direction.
+func TestConnectOnDemand(t *testing.T) {
+	const world = 8
+	store := bootstrap.NewLocalStore()
+	defer store.Close()
+	job := jobID(t)
+	comms := initAll(t, world, func(r int) Options { return localOptions(store, job, r, world, TransportShm) }, nil)
+	setupKeys := func() int {
+		kvs, _, err := store.List(bounded(t), bootstrap.DefaultKeyPrefix+job+"/p2p/")
+		require.NoError(t, err)
+		n := 0
+		for _, kv := range kvs {
+			if strings.Contains(kv.Key, "/comm/ctl") || strings.Contains(kv.Key, "/comm/bulk") {
+				n++
+			}
+		}
+		return n
+	}
+	for _, c := range comms {
+		for r, p := range c.w.peers {
+			require.False(t, p.connected(), "rank %d connected to rank %d after Init", c.Rank(), r)
+		}
+	}
+	require.Zero(t, setupKeys())
+
+	onEach(t, comms, func(c *Comm) error {
+		next, prev := (c.Rank()+1)%world, (c.Rank()+world-1)%world
+		s, err := c.Isend(next, 1, pattern(1<<20, uint64(c.Rank())))
+		if err != nil {
+			return err
+		}
+		got := make([]byte, 1<<20)
+		if _, err := c.Recv(bounded(t), prev, 1, got); err != nil {
+			return err
+		}
+		require.Equal(t, pattern(1<<20, uint64(prev)), got)
+		_, err = s.Wait(bounded(t))
+		return err
+	})
+	for _, c := range comms {
+		next, prev := (c.Rank()+1)%world, (c.Rank()+world-1)%world
+		for r, p := range c.w.peers {
+			require.Equal(t, r == next || r == prev, p.connected(), "rank %d connected to rank %d", c.Rank(), r)
+		}
+	}
+	require.Equal(t, world*2*len(dialKeys), setupKeys())
 }

@@ -45,6 +45,11 @@ type world struct {
 	life    context.Context
 	endLife context.CancelFunc
 	wg      sync.WaitGroup
+	// dialCtx ends when Close releases the links, and with it the dials
+	// still under way, which dials counts.
+	dialCtx context.Context
+	endDial context.CancelFunc
+	dials   sync.WaitGroup
 
 	// fail, once set, fails every operation: an abort, or Close.
 	fail atomic.Pointer[failure]
@@ -101,6 +106,7 @@ func newWorld(opts Options, log *slog.Logger) *world {
 	w.sendStage = stagePool{mem: &w.mem, what: "send"}
 	w.recvStage = stagePool{mem: &w.mem, what: "receive"}
 	w.life, w.endLife = context.WithCancel(context.Background())
+	w.dialCtx, w.endDial = context.WithCancel(w.life)
 	return w
 }
 
