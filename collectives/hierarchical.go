@@ -9,11 +9,11 @@ import (
 	"github.com/rdmacell/rdmacell/comm"
 )
 
-// Hierarchical AllReduce, for a group that spans hosts with several ranks
-// on each: the ranks of a host combine through the memory they share, the
-// ranks with the same index on every host combine their slice of the
-// vector across hosts over messages, and each host then gathers the
-// slices through memory again. Across hosts every rank moves 1/L of the
+// Hierarchical collectives, for a group that spans hosts with several
+// ranks on each. AllReduce: the ranks of a host combine through the memory
+// they share, the ranks with the same index on every host combine their
+// slice of the vector across hosts over messages, and each host then
+// gathers the slices through memory again. Across hosts every rank moves 1/L of the
 // vector (L ranks per host), so every rank's network paths carry data,
 // instead of the whole vector moving over cells between every pair of
 // neighbours as in a flat ring.
@@ -26,6 +26,11 @@ import (
 // of ranks never overlap (the same host, or the same index on different
 // hosts), and every rank runs them in the same order, so their messages
 // take their places on the ordered channel like any other operation's.
+//
+// Broadcast and Reduce cross hosts once, between the ranks that have the
+// root's index on their hosts: Broadcast from the root to them, then from
+// each of them through its host's memory; Reduce through each host's
+// memory to them, then from them to the root.
 
 // hostNamed is what a P2P offers when it knows its ranks' hosts; comm's
 // ordered channel does.
@@ -38,9 +43,13 @@ type hierarchy struct {
 	local []int // the ranks of this host, ascending; this rank is local[index]
 	cross []int // the index-th rank of every host, hosts in order of their first rank
 	index int
+	// at is every rank's index on its host, and host the place of its
+	// host in the order of cross.
+	at, host []int
 
-	// The phase groups, made by the first hierarchical operation.
-	host, across *Group
+	// The phase groups, made by the first hierarchical operation: the
+	// ranks of this host, and the ranks of cross.
+	onHost, across *Group
 }
 
 // planHierarchy returns the split of g's ranks by host, or nil when
@@ -72,7 +81,12 @@ func planHierarchy(g *Group) *hierarchy {
 			return nil
 		}
 	}
-	h := &hierarchy{local: byHost[hn.Host(g.rank)]}
+	h := &hierarchy{local: byHost[hn.Host(g.rank)], at: make([]int, g.size), host: make([]int, g.size)}
+	for hi, name := range names {
+		for i, r := range byHost[name] {
+			h.at[r], h.host[r] = i, hi
+		}
+	}
 	for i, r := range h.local {
 		if r == g.rank {
 			h.index = i
@@ -88,12 +102,12 @@ func planHierarchy(g *Group) *hierarchy {
 
 // hierarchical reports whether op runs hierarchically on g.
 func (g *Group) hierarchical(op *operation) bool {
-	return g.hier != nil && op.kind == kAllReduce && (g.algo == Auto || g.algo == Hierarchical)
+	return g.hier != nil && op.kind.implements(Hierarchical) && (g.algo == Auto || g.algo == Hierarchical)
 }
 
 // phases makes the phase groups on first use.
 func (h *hierarchy) phases(g *Group) error {
-	if h.host != nil {
+	if h.onHost != nil {
 		return nil
 	}
 	// The group's own fingerprint exchange has checked the ranks agree.
@@ -102,28 +116,19 @@ func (h *hierarchy) phases(g *Group) error {
 	if err != nil {
 		return err
 	}
-	across, err := New(&rankView{p: g.p, ranks: h.cross, rank: h.indexIn(g.rank)}, opts)
+	across, err := New(&rankView{p: g.p, ranks: h.cross, rank: h.host[g.rank]}, opts)
 	if err != nil {
 		return errors.Join(err, host.Close())
 	}
-	h.host, h.across = host, across
+	h.onHost, h.across = host, across
 	return nil
 }
 
-func (h *hierarchy) indexIn(rank int) int {
-	for i, r := range h.cross {
-		if r == rank {
-			return i
-		}
-	}
-	return -1
-}
-
 func (h *hierarchy) close() error {
-	if h == nil || h.host == nil {
+	if h == nil || h.onHost == nil {
 		return nil
 	}
-	return errors.Join(h.host.Close(), h.across.Close())
+	return errors.Join(h.onHost.Close(), h.across.Close())
 }
 
 // hierAllReduce runs an AllReduce in the three phases.
@@ -136,7 +141,7 @@ func (x *run) hierAllReduce() error {
 	if rop == Avg {
 		rop = Sum // divided once, at the end
 	}
-	if err := h.host.phase(x.ctx, kAllReduce, op.dt, rop, op.send, op.recv, op.count, nil); err != nil {
+	if err := h.onHost.phase(x.ctx, kAllReduce, op.dt, rop, op.send, op.recv, op.count, nil, 0); err != nil {
 		return x.phaseErr(h.local, "host phase", err)
 	}
 	counts := x.g.sc.intsN(0, len(h.local))
@@ -155,31 +160,96 @@ func (x *run) hierAllReduce() error {
 	if len(mine) > 0 {
 		// The same slice on every host, so the ranks of this phase skip
 		// it together when it is empty.
-		if err := h.across.phase(x.ctx, kAllReduce, op.dt, rop, mine, mine, counts[h.index], nil); err != nil {
+		if err := h.across.phase(x.ctx, kAllReduce, op.dt, rop, mine, mine, counts[h.index], nil, 0); err != nil {
 			return x.phaseErr(h.cross, "phase across hosts", err)
 		}
 		x.finish(mine)
 	}
-	if err := h.host.phase(x.ctx, kAllGatherV, op.dt, 0, mine, op.recv, op.count, counts); err != nil {
+	if err := h.onHost.phase(x.ctx, kAllGatherV, op.dt, 0, mine, op.recv, op.count, counts, 0); err != nil {
 		return x.phaseErr(h.local, "host phase", err)
 	}
 	return nil
 }
 
+// hierBroadcast crosses hosts among the ranks with the root's index, then
+// broadcasts through each host's memory.
+func (x *run) hierBroadcast() error {
+	op, h := x.op, x.g.hier
+	if err := h.phases(x.g); err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	index := h.at[op.root]
+	if h.index == index {
+		var send []byte
+		if x.g.rank == op.root {
+			send = op.send
+		}
+		if err := h.across.phase(x.ctx, kBroadcast, op.dt, 0, send, op.recv, op.count, nil, h.host[op.root]); err != nil {
+			return x.phaseErr(h.cross, "phase across hosts", err)
+		}
+	}
+	var send []byte
+	if h.index == index {
+		send = op.recv
+	}
+	if err := h.onHost.phase(x.ctx, kBroadcast, op.dt, 0, send, op.recv, op.count, nil, index); err != nil {
+		return x.phaseErr(h.local, "host phase", err)
+	}
+	return nil
+}
+
+// hierReduce reduces through each host's memory to the rank with the
+// root's index, then across hosts among those ranks to the root.
+func (x *run) hierReduce() error {
+	op, h := x.op, x.g.hier
+	if err := h.phases(x.g); err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	rop := op.rop
+	if rop == Avg {
+		rop = Sum // divided once, at the root
+	}
+	index := h.at[op.root]
+	var part []byte // this host's reduction, at the rank with the root's index
+	if h.index == index {
+		part = op.recv
+		if x.g.rank != op.root {
+			var err error
+			if part, err = x.g.sc.buf(bufWork, len(op.send)); err != nil {
+				return x.fail(-1, -1, "", err)
+			}
+		}
+	}
+	if err := h.onHost.phase(x.ctx, kReduce, op.dt, rop, op.send, part, op.count, nil, index); err != nil {
+		return x.phaseErr(h.local, "host phase", err)
+	}
+	if h.index != index {
+		return nil
+	}
+	var recv []byte
+	if x.g.rank == op.root {
+		recv = op.recv
+	}
+	if err := h.across.phase(x.ctx, kReduce, op.dt, rop, part, recv, op.count, nil, h.host[op.root]); err != nil {
+		return x.phaseErr(h.cross, "phase across hosts", err)
+	}
+	x.finish(recv)
+	return nil
+}
+
 // phase runs one operation of a hierarchical collective on a phase group,
 // on the calling goroutine: only the parent's executor uses the group.
-func (g *Group) phase(ctx context.Context, k kind, dt dtype, rop Op, send, recv []byte, count int, counts []int) error {
+func (g *Group) phase(ctx context.Context, k kind, dt dtype, rop Op, send, recv []byte, count int, counts []int, root int) error {
 	op := g.newOp(ctx, k)
-	op.dt, op.send, op.recv, op.count, op.counts = dt, send, recv, count, counts
-	op.algo = choose(k, g.algo, g.size, len(recv))
+	op.dt, op.send, op.recv, op.count, op.counts, op.root = dt, send, recv, count, counts, root
+	op.algo = choose(k, g.algo, g.size, count*max(dt.size(), 1))
 	if rop != 0 {
 		op.setOp(rop)
 	}
-	switch k {
-	case kAllReduce:
-		op.inPlace = len(send) > 0 && &send[0] == &recv[0]
-	case kAllGatherV:
+	if k == kAllGatherV {
 		op.inPlace = true // send is this rank's block of recv
+	} else {
+		op.inPlace = len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0]
 	}
 	return g.call(ctx, op)
 }

@@ -42,11 +42,11 @@ func layout(hosts, perHost int, dealt bool) []string {
 	return names
 }
 
-// TestHierarchicalAllReduce: a group that spans hosts with several ranks
-// on each runs AllReduce hierarchically, with the same results as every
-// flat algorithm, for every type, op, size (slices uneven and empty
-// included) and placement of the ranks on the hosts.
-func TestHierarchicalAllReduce(t *testing.T) {
+// TestHierarchical: a group that spans hosts with several ranks on each
+// runs AllReduce, Broadcast and Reduce hierarchically, with the results
+// the flat algorithms give, for every type, op, size (slices uneven and
+// empty included), root and placement of the ranks on the hosts.
+func TestHierarchical(t *testing.T) {
 	for _, c := range []struct {
 		hosts, per int
 		dealt      bool
@@ -59,9 +59,13 @@ func TestHierarchicalAllReduce(t *testing.T) {
 			for _, s := range suites {
 				t.Run(s.name, func(t *testing.T) {
 					for _, count := range counts {
-						for _, op := range allOps {
-							for _, inPlace := range []bool{false, true} {
+						for _, inPlace := range []bool{false, true} {
+							for _, op := range allOps {
 								s.allReduce(t, w, count, op, inPlace)
+							}
+							for _, root := range []int{0, w.n / 2, w.n - 1} {
+								s.broadcast(t, w, count, root, inPlace)
+								s.reduce(t, w, count, Sum, root, inPlace)
 							}
 						}
 					}
@@ -69,7 +73,7 @@ func TestHierarchicalAllReduce(t *testing.T) {
 			}
 			for r, g := range w.groups {
 				require.NotNil(t, g.hier, "rank %d", r)
-				require.NotNil(t, g.hier.host.shm, "rank %d: the host phase does not share memory", r)
+				require.NotNil(t, g.hier.onHost.shm, "rank %d: the host phase does not share memory", r)
 				require.Nil(t, g.hier.across.shm, "rank %d: the phase across hosts shares memory", r)
 			}
 		})
@@ -91,13 +95,14 @@ func TestHierarchicalOnlyWhereItFits(t *testing.T) {
 		{"uneven hosts", []string{"a", "a", "a", "b"}, Options{}, false},
 		{"one host", layout(1, 4, false), Options{}, false},
 		{"forced ring", layout(2, 2, false), Options{Algorithm: Ring}, false},
+		{"forced tree", layout(2, 2, false), Options{Algorithm: Tree}, false},
 		{"forced hierarchical, one host", layout(1, 4, false), Options{Algorithm: Hierarchical}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorldHosts(t, c.hosts, c.opts)
 			suiteOf("float32").allReduce(t, w, 1000, Avg, false)
 			for r, g := range w.groups {
-				ran := g.hier != nil && g.hier.host != nil
+				ran := g.hier != nil && g.hier.onHost != nil
 				require.Equal(t, c.hier, ran, "rank %d ran hierarchically", r)
 			}
 		})

@@ -44,7 +44,9 @@ func (x *run) begin(op *operation) {
 	case x.g.hierarchical(op):
 		op.algo = Hierarchical
 	case op.algo == Hierarchical:
-		op.algo = choose(op.kind, Auto, x.g.size, len(op.recv))
+		// By the vector's size, which every rank knows (Reduce has no
+		// recv but at the root).
+		op.algo = choose(op.kind, Auto, x.g.size, op.count*max(op.dt.size(), 1))
 	}
 	x.esize = max(op.dt.size(), 1)
 	x.cb = max(x.g.chunk/x.esize, 1) * x.esize
@@ -114,11 +116,17 @@ func (x *run) exec() error {
 	case kAllToAll, kAllToAllV:
 		return x.allToAll()
 	case kBroadcast:
+		if op.algo == Hierarchical {
+			return x.hierBroadcast()
+		}
 		if op.algo == Chain {
 			return x.chainBroadcast()
 		}
 		return x.treeBroadcast()
 	case kReduce:
+		if op.algo == Hierarchical {
+			return x.hierReduce()
+		}
 		if op.algo == Chain {
 			return x.chainReduce()
 		}
