@@ -17,9 +17,9 @@ type Algorithm uint8
 //	AllToAll, AllToAllV    Pairwise
 //	Barrier                Dissemination
 //
-// and all have Shared, for ranks on one host; AllReduce, Broadcast and
-// Reduce also have Hierarchical, for ranks on several hosts with several
-// on each.
+// and all have Shared, for ranks on one host; AllReduce, AllGather,
+// ReduceScatter, Broadcast and Reduce also have Hierarchical, for ranks on
+// several hosts with several on each.
 //
 // Every algorithm handles every world size; the ones built on powers of
 // two first fold the surplus ranks into partners.
@@ -52,9 +52,9 @@ const (
 	Shared
 	// Hierarchical: combine within each host through shared memory, then
 	// across hosts one slice per local rank, then gather within each host
-	// (see hierarchical.go). Auto chooses it for AllReduce, Broadcast and
-	// Reduce when the group spans hosts with the same number (at least
-	// two) of ranks on each; elsewhere forcing it means Auto.
+	// (see hierarchical.go). Auto chooses it for the collectives that have
+	// it when the group spans hosts with the same number (at least two) of
+	// ranks on each; elsewhere forcing it means Auto.
 	Hierarchical
 )
 
@@ -116,10 +116,12 @@ func (k kind) implements(a Algorithm) bool {
 	switch k {
 	case kAllReduce:
 		return a == Ring || a == RecursiveDoubling || a == HalvingDoubling || a == Hierarchical
-	case kAllGather, kAllGatherV:
+	case kAllGather:
+		return a == Ring || a == RecursiveDoubling || a == Hierarchical
+	case kAllGatherV:
 		return a == Ring || a == RecursiveDoubling
 	case kReduceScatter:
-		return a == Ring || a == HalvingDoubling
+		return a == Ring || a == HalvingDoubling || a == Hierarchical
 	case kBroadcast, kReduce:
 		return a == Chain || a == Tree || a == Hierarchical
 	case kAllToAll, kAllToAllV:

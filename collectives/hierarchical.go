@@ -27,6 +27,12 @@ import (
 // hosts), and every rank runs them in the same order, so their messages
 // take their places on the ordered channel like any other operation's.
 //
+// AllGather and ReduceScatter move each block across hosts once, between
+// the ranks with its owner's index: AllGather gathers across hosts first,
+// then through each host's memory; ReduceScatter the other way round, on
+// the blocks reordered by index so that each rank's share of the host
+// phase is what its column needs.
+//
 // Broadcast and Reduce cross hosts once, between the ranks that have the
 // root's index on their hosts: Broadcast from the root to them, then from
 // each of them through its host's memory; Reduce through each host's
@@ -237,12 +243,83 @@ func (x *run) hierReduce() error {
 	return nil
 }
 
+// hierAllGather gathers every rank's block across hosts among the ranks of
+// its index, then those through each host's memory, and puts the blocks
+// in rank order.
+func (x *run) hierAllGather() error {
+	op, h := x.op, x.g.hier
+	if err := h.phases(x.g); err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	b := op.count * x.esize
+	hosts, per := len(h.cross), len(h.local)
+	column, err := x.g.sc.buf(bufTmp, hosts*b)
+	if err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	all, err := x.g.sc.buf(bufWork, per*hosts*b)
+	if err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	if err := h.across.phase(x.ctx, kAllGather, op.dt, 0, op.send, column, op.count, nil, 0); err != nil {
+		return x.phaseErr(h.cross, "phase across hosts", err)
+	}
+	if err := h.onHost.phase(x.ctx, kAllGather, op.dt, 0, column, all, hosts*op.count, nil, 0); err != nil {
+		return x.phaseErr(h.local, "host phase", err)
+	}
+	for r := range x.g.size {
+		at := (h.at[r]*hosts + h.host[r]) * b
+		copy(op.recv[r*b:(r+1)*b], all[at:at+b])
+	}
+	return nil
+}
+
+// hierReduceScatter reorders the blocks by the index of their owners,
+// reduces them through each host's memory so that each rank holds its
+// column's, and reduces those across hosts among the column.
+func (x *run) hierReduceScatter() error {
+	op, h := x.op, x.g.hier
+	if err := h.phases(x.g); err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	rop := op.rop
+	if rop == Avg {
+		rop = Sum // divided once, at the end
+	}
+	b := op.count * x.esize
+	hosts := len(h.cross)
+	byIndex, err := x.g.sc.buf(bufWork, x.g.size*b)
+	if err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	column, err := x.g.sc.buf(bufTmp, hosts*b)
+	if err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	for r := range x.g.size {
+		at := (h.at[r]*hosts + h.host[r]) * b
+		copy(byIndex[at:at+b], op.send[r*b:(r+1)*b])
+	}
+	if err := h.onHost.phase(x.ctx, kReduceScatter, op.dt, rop, byIndex, column, hosts*op.count, nil, 0); err != nil {
+		return x.phaseErr(h.local, "host phase", err)
+	}
+	if err := h.across.phase(x.ctx, kReduceScatter, op.dt, rop, column, op.recv, op.count, nil, 0); err != nil {
+		return x.phaseErr(h.cross, "phase across hosts", err)
+	}
+	x.finish(op.recv)
+	return nil
+}
+
 // phase runs one operation of a hierarchical collective on a phase group,
 // on the calling goroutine: only the parent's executor uses the group.
 func (g *Group) phase(ctx context.Context, k kind, dt dtype, rop Op, send, recv []byte, count int, counts []int, root int) error {
 	op := g.newOp(ctx, k)
 	op.dt, op.send, op.recv, op.count, op.counts, op.root = dt, send, recv, count, counts, root
-	op.algo = choose(k, g.algo, g.size, count*max(dt.size(), 1))
+	bytes := len(recv) // what choose sizes by: the whole vector
+	if k == kReduce || k == kReduceScatter {
+		bytes = len(send)
+	}
+	op.algo = choose(k, g.algo, g.size, bytes)
 	if rop != 0 {
 		op.setOp(rop)
 	}

@@ -43,7 +43,8 @@ func layout(hosts, perHost int, dealt bool) []string {
 }
 
 // TestHierarchical: a group that spans hosts with several ranks on each
-// runs AllReduce, Broadcast and Reduce hierarchically, with the results
+// runs AllReduce, AllGather, ReduceScatter, Broadcast and Reduce
+// hierarchically, with the results
 // the flat algorithms give, for every type, op, size (slices uneven and
 // empty included), root and placement of the ranks on the hosts.
 func TestHierarchical(t *testing.T) {
@@ -63,6 +64,8 @@ func TestHierarchical(t *testing.T) {
 							for _, op := range allOps {
 								s.allReduce(t, w, count, op, inPlace)
 							}
+							s.allGather(t, w, count, inPlace)
+							s.reduceScatter(t, w, count, Avg, inPlace)
 							for _, root := range []int{0, w.n / 2, w.n - 1} {
 								s.broadcast(t, w, count, root, inPlace)
 								s.reduce(t, w, count, Sum, root, inPlace)

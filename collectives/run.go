@@ -44,9 +44,13 @@ func (x *run) begin(op *operation) {
 	case x.g.hierarchical(op):
 		op.algo = Hierarchical
 	case op.algo == Hierarchical:
-		// By the vector's size, which every rank knows (Reduce has no
-		// recv but at the root).
-		op.algo = choose(op.kind, Auto, x.g.size, op.count*max(op.dt.size(), 1))
+		// By the whole vector's size, from what every rank knows (Reduce
+		// has no recv but at the root).
+		bytes := op.count * max(op.dt.size(), 1)
+		if op.kind == kAllGather || op.kind == kReduceScatter {
+			bytes *= x.g.size
+		}
+		op.algo = choose(op.kind, Auto, x.g.size, bytes)
 	}
 	x.esize = max(op.dt.size(), 1)
 	x.cb = max(x.g.chunk/x.esize, 1) * x.esize
@@ -110,8 +114,14 @@ func (x *run) exec() error {
 		}
 		return x.rdAllReduce()
 	case kAllGather, kAllGatherV:
+		if op.algo == Hierarchical {
+			return x.hierAllGather()
+		}
 		return x.allGather()
 	case kReduceScatter:
+		if op.algo == Hierarchical {
+			return x.hierReduceScatter()
+		}
 		return x.reduceScatter()
 	case kAllToAll, kAllToAllV:
 		return x.allToAll()
