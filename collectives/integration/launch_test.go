@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/internal/launchtest"
 	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/launcher"
 )
@@ -48,6 +49,17 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestTwoHostNames runs every collective in a job of two "hosts" of two
+// ranks each, on this machine: two launcher nodes whose ranks register
+// different host names. Ranks of one name share memory, the others talk
+// over tcp, and the collectives that have it run hierarchically.
+func TestTwoHostNames(t *testing.T) {
+	stdout, out := launchtest.Hosts(t, os.Args[0], 2, []string{envRole + "=" + roleHosts, comm.EnvPaths + "=2"})
+	for r := range 4 {
+		require.Contains(t, stdout, fmt.Sprintf("[%d] ok rank %d of 4 over hosts:", r, r), out)
 	}
 }
 

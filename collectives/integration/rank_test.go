@@ -30,7 +30,11 @@ func rankMain() int {
 		fmt.Fprintf(os.Stderr, "rank %d: %v\n", k.rank, err)
 		return 1
 	}
-	fmt.Printf("ok rank %d of %d over %s: %d checks\n", k.rank, k.size, os.Getenv(comm.EnvTransport), k.checks)
+	over := os.Getenv(comm.EnvTransport)
+	if os.Getenv(envRole) == roleHosts {
+		over = roleHosts
+	}
+	fmt.Printf("ok rank %d of %d over %s: %d checks\n", k.rank, k.size, over, k.checks)
 	return 0
 }
 
@@ -112,13 +116,25 @@ func runChecks(k *checker, c *comm.Comm) error {
 	return nil
 }
 
+// roleHosts runs the checks in a job whose ranks register two host names
+// (see TestTwoHostNames).
+const roleHosts = "hosts"
+
 // checkTransport makes sure the job runs over the transport the test
-// asked for, so that the tcp runs do not quietly use shared memory.
+// asked for, so that the tcp runs do not quietly use shared memory, and
+// in a job of two host names that ranks share memory with those of their
+// name only.
 func checkTransport(c *comm.Comm) error {
 	want := os.Getenv(comm.EnvTransport)
 	for peer := range c.Size() {
 		if peer == c.Rank() {
 			continue
+		}
+		if os.Getenv(envRole) == roleHosts {
+			want = string(comm.TransportTCP)
+			if c.Host(peer) == c.Host(c.Rank()) {
+				want = string(comm.TransportShm)
+			}
 		}
 		if got := c.Transport(peer); got != want {
 			return fmt.Errorf("transport to rank %d is %q, want %q", peer, got, want)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"testing"
@@ -16,7 +17,23 @@ var epochLine = regexp.MustCompile(`(?m)^\[0\] epoch (\d+) loss ([0-9.]+)$`)
 // through the launcher, and checks what the example promises: it exits 0,
 // rank 0's loss falls, and the ranks end with identical weights.
 func TestTrainThroughLauncher(t *testing.T) {
-	stdout, out := launchtest.Run(t, 2, "", "-epochs", "4", "-samples", "2048", "-timeout", "90s")
+	stdout, out := launchtest.Run(t, 2, "", trainArgs...)
+	checkTraining(t, stdout, out, 2)
+}
+
+// TestTrainAcrossHosts trains over two host names of two ranks each, so
+// that the gradients cross "hosts" over cells, hierarchically.
+func TestTrainAcrossHosts(t *testing.T) {
+	stdout, out := launchtest.Hosts(t, ".", 2, nil, trainArgs...)
+	checkTraining(t, stdout, out, 4)
+}
+
+var trainArgs = []string{"-epochs", "4", "-samples", "2048", "-timeout", "90s"}
+
+// checkTraining checks what the example promises: rank 0's loss falls
+// every epoch, and the ranks end with identical weights.
+func checkTraining(t *testing.T, stdout, out string, ranks int) {
+	t.Helper()
 
 	matches := epochLine.FindAllStringSubmatch(stdout, -1)
 	require.Len(t, matches, 4, out)
@@ -30,5 +47,5 @@ func TestTrainThroughLauncher(t *testing.T) {
 	for i := 1; i < len(losses); i++ {
 		require.Less(t, losses[i], losses[i-1], "loss must fall every epoch: %v", losses)
 	}
-	require.Contains(t, stdout, "[0] weights identical on all 2 ranks", out)
+	require.Contains(t, stdout, fmt.Sprintf("[0] weights identical on all %d ranks", ranks), out)
 }
