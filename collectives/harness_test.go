@@ -42,10 +42,18 @@ func newWorldEach(t testing.TB, n int, opts func(r int) Options) *world {
 // newWorldOn makes a world whose ranks share a host, or do not.
 func newWorldOn(t testing.TB, n int, host bool, opts func(r int) Options) *world {
 	t.Helper()
-	w := &world{n: n, mem: memp2p.New(n)}
+	mem := memp2p.New(n)
 	if host {
-		w.mem.Host()
+		mem.Host()
 	}
+	return newWorldMem(t, mem, opts)
+}
+
+// newWorldMem makes a world of a group per rank of mem.
+func newWorldMem(t testing.TB, mem *memp2p.World, opts func(r int) Options) *world {
+	t.Helper()
+	n := mem.Size()
+	w := &world{n: n, mem: mem}
 	for r := range n {
 		g, err := New(w.mem.Endpoint(r), opts(r))
 		require.NoError(t, err)

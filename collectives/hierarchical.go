@@ -137,16 +137,52 @@ func (h *hierarchy) close() error {
 	return errors.Join(h.onHost.Close(), h.across.Close())
 }
 
+// hierExec runs a hierarchical operation.
+func (x *run) hierExec() error {
+	if err := x.g.hier.phases(x.g); err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	switch x.op.kind {
+	case kAllReduce:
+		return x.hierAllReduce()
+	case kAllGather:
+		return x.hierAllGather()
+	case kReduceScatter:
+		return x.hierReduceScatter()
+	case kBroadcast:
+		return x.hierBroadcast()
+	}
+	return x.hierReduce()
+}
+
+// partial is the op of the phases of a reduction: Avg sums, and the last
+// phase divides once.
+func partial(op Op) Op {
+	if op == Avg {
+		return Sum
+	}
+	return op
+}
+
+// byIndex is where rank r's block of b bytes goes when the blocks are
+// ordered by the index of their owners on their hosts, then by host.
+func (h *hierarchy) byIndex(r, b int) int { return (h.at[r]*len(h.cross) + h.host[r]) * b }
+
+// hierBufs returns the scratch buffers of AllGather and ReduceScatter: a
+// column's blocks, and every block.
+func (x *run) hierBufs(column, all int) ([]byte, []byte, error) {
+	c, err := x.g.sc.buf(bufTmp, column)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := x.g.sc.buf(bufWork, all)
+	return c, a, err
+}
+
 // hierAllReduce runs an AllReduce in the three phases.
 func (x *run) hierAllReduce() error {
 	op, h := x.op, x.g.hier
-	if err := h.phases(x.g); err != nil {
-		return x.fail(-1, -1, "", err)
-	}
-	rop := op.rop
-	if rop == Avg {
-		rop = Sum // divided once, at the end
-	}
+	rop := partial(op.rop)
 	if err := h.onHost.phase(x.ctx, kAllReduce, op.dt, rop, op.send, op.recv, op.count, nil, 0); err != nil {
 		return x.phaseErr(h.local, "host phase", err)
 	}
@@ -181,9 +217,6 @@ func (x *run) hierAllReduce() error {
 // broadcasts through each host's memory.
 func (x *run) hierBroadcast() error {
 	op, h := x.op, x.g.hier
-	if err := h.phases(x.g); err != nil {
-		return x.fail(-1, -1, "", err)
-	}
 	index := h.at[op.root]
 	if h.index == index {
 		var send []byte
@@ -208,13 +241,7 @@ func (x *run) hierBroadcast() error {
 // root's index, then across hosts among those ranks to the root.
 func (x *run) hierReduce() error {
 	op, h := x.op, x.g.hier
-	if err := h.phases(x.g); err != nil {
-		return x.fail(-1, -1, "", err)
-	}
-	rop := op.rop
-	if rop == Avg {
-		rop = Sum // divided once, at the root
-	}
+	rop := partial(op.rop)
 	index := h.at[op.root]
 	var part []byte // this host's reduction, at the rank with the root's index
 	if h.index == index {
@@ -248,16 +275,8 @@ func (x *run) hierReduce() error {
 // in rank order.
 func (x *run) hierAllGather() error {
 	op, h := x.op, x.g.hier
-	if err := h.phases(x.g); err != nil {
-		return x.fail(-1, -1, "", err)
-	}
-	b := op.count * x.esize
-	hosts, per := len(h.cross), len(h.local)
-	column, err := x.g.sc.buf(bufTmp, hosts*b)
-	if err != nil {
-		return x.fail(-1, -1, "", err)
-	}
-	all, err := x.g.sc.buf(bufWork, per*hosts*b)
+	b, hosts := op.count*x.esize, len(h.cross)
+	column, all, err := x.hierBufs(hosts*b, x.g.size*b)
 	if err != nil {
 		return x.fail(-1, -1, "", err)
 	}
@@ -268,7 +287,7 @@ func (x *run) hierAllGather() error {
 		return x.phaseErr(h.local, "host phase", err)
 	}
 	for r := range x.g.size {
-		at := (h.at[r]*hosts + h.host[r]) * b
+		at := h.byIndex(r, b)
 		copy(op.recv[r*b:(r+1)*b], all[at:at+b])
 	}
 	return nil
@@ -279,25 +298,14 @@ func (x *run) hierAllGather() error {
 // column's, and reduces those across hosts among the column.
 func (x *run) hierReduceScatter() error {
 	op, h := x.op, x.g.hier
-	if err := h.phases(x.g); err != nil {
-		return x.fail(-1, -1, "", err)
-	}
-	rop := op.rop
-	if rop == Avg {
-		rop = Sum // divided once, at the end
-	}
-	b := op.count * x.esize
-	hosts := len(h.cross)
-	byIndex, err := x.g.sc.buf(bufWork, x.g.size*b)
-	if err != nil {
-		return x.fail(-1, -1, "", err)
-	}
-	column, err := x.g.sc.buf(bufTmp, hosts*b)
+	rop := partial(op.rop)
+	b, hosts := op.count*x.esize, len(h.cross)
+	column, byIndex, err := x.hierBufs(hosts*b, x.g.size*b)
 	if err != nil {
 		return x.fail(-1, -1, "", err)
 	}
 	for r := range x.g.size {
-		at := (h.at[r]*hosts + h.host[r]) * b
+		at := h.byIndex(r, b)
 		copy(byIndex[at:at+b], op.send[r*b:(r+1)*b])
 	}
 	if err := h.onHost.phase(x.ctx, kReduceScatter, op.dt, rop, byIndex, column, hosts*op.count, nil, 0); err != nil {

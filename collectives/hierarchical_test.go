@@ -13,19 +13,7 @@ import (
 // newWorldHosts makes a world whose rank r is on host hosts[r].
 func newWorldHosts(t testing.TB, hosts []string, opts Options) *world {
 	t.Helper()
-	w := &world{n: len(hosts), mem: memp2p.New(len(hosts)).Hosts(hosts...)}
-	for r := range w.n {
-		g, err := New(w.mem.Endpoint(r), opts)
-		require.NoError(t, err)
-		w.groups = append(w.groups, g)
-	}
-	t.Cleanup(func() {
-		for _, g := range w.groups {
-			require.NoError(t, g.Close())
-		}
-		require.Zero(t, w.mem.Allocated(), "scratch memory returned on Close")
-	})
-	return w
+	return newWorldMem(t, memp2p.New(len(hosts)).Hosts(hosts...), func(int) Options { return opts })
 }
 
 // layout spreads perHost ranks on each of hosts hosts, the ranks of a host

@@ -102,11 +102,12 @@ func (x *run) exec() error {
 			return err
 		}
 	}
+	if op.algo == Hierarchical {
+		return x.hierExec()
+	}
 	switch op.kind {
 	case kAllReduce:
 		switch op.algo {
-		case Hierarchical:
-			return x.hierAllReduce()
 		case Ring:
 			return x.ringAllReduce()
 		case HalvingDoubling:
@@ -114,29 +115,17 @@ func (x *run) exec() error {
 		}
 		return x.rdAllReduce()
 	case kAllGather, kAllGatherV:
-		if op.algo == Hierarchical {
-			return x.hierAllGather()
-		}
 		return x.allGather()
 	case kReduceScatter:
-		if op.algo == Hierarchical {
-			return x.hierReduceScatter()
-		}
 		return x.reduceScatter()
 	case kAllToAll, kAllToAllV:
 		return x.allToAll()
 	case kBroadcast:
-		if op.algo == Hierarchical {
-			return x.hierBroadcast()
-		}
 		if op.algo == Chain {
 			return x.chainBroadcast()
 		}
 		return x.treeBroadcast()
 	case kReduce:
-		if op.algo == Hierarchical {
-			return x.hierReduce()
-		}
 		if op.algo == Chain {
 			return x.chainReduce()
 		}

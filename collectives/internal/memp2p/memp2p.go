@@ -83,6 +83,9 @@ func (w *World) Hosts(names ...string) *World {
 	return w
 }
 
+// Size is the number of ranks.
+func (w *World) Size() int { return w.n }
+
 // Sent counts the messages sent so far, by every rank.
 func (w *World) Sent() int64 { return w.sent.Load() }
 
