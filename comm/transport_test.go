@@ -1,9 +1,11 @@
 package comm
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -141,4 +143,54 @@ func TestConnectOnDemand(t *testing.T) {
 		}
 	}
 	require.Equal(t, world*2*len(dialKeys), setupKeys())
+}
+
+// unrenewed is a store in which one lease is never renewed, as if its
+// owner had died right after granting it.
+type unrenewed struct {
+	bootstrap.Store
+	victim bootstrap.LeaseID
+}
+
+func (s *unrenewed) Grant(ctx context.Context, ttl time.Duration) (bootstrap.LeaseID, time.Duration, error) {
+	id, got, err := s.Store.Grant(ctx, ttl)
+	if s.victim == 0 {
+		s.victim = id
+	}
+	return id, got, err
+}
+
+func (s *unrenewed) KeepAlive(ctx context.Context, id bootstrap.LeaseID) (<-chan struct{}, error) {
+	if id == s.victim {
+		// Never renewed: the owner is dead. Closed, as a store does,
+		// when the caller stops asking.
+		ch := make(chan struct{})
+		context.AfterFunc(ctx, func() { close(ch) })
+		return ch, nil
+	}
+	return s.Store.KeepAlive(ctx, id)
+}
+
+// A peer that dies before it answers a connection made on demand is
+// reported as dead, by name, once its lease ends: not as a timeout.
+func TestConnectToDeadRank(t *testing.T) {
+	store := bootstrap.NewLocalStore()
+	defer store.Close()
+	job := jobID(t)
+	victim, err := bootstrap.Join(bounded(t), bootstrap.Config{Store: &unrenewed{Store: store}, Job: job, Rank: 1,
+		WorldSize: 2, Host: "elsewhere", LeaseTTL: time.Second, Logger: quietLogger()})
+	require.NoError(t, err)
+	defer victim.Close(context.Background())
+	go func() { _ = victim.Barrier(bounded(t), "comm/setup") }()
+
+	o := localOptions(store, job, 0, 2, TransportTCP)
+	o.LeaseTTL = time.Second
+	c, err := Init(bounded(t), o)
+	require.NoError(t, err)
+	defer c.Close()
+	err = c.Send(bounded(t), 1, 1, []byte("hello"))
+	var dead *bootstrap.RankDeadError
+	require.ErrorAs(t, err, &dead, "%v", err)
+	require.Equal(t, 1, dead.Rank)
+	require.ErrorContains(t, err, "rank 1")
 }
