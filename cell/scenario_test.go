@@ -10,26 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/cell/celltest"
 	"github.com/rdmacell/rdmacell/verbs"
 )
-
-func newTestFabric(t *testing.T, o fabricOpts) *fabric {
-	t.Helper()
-	f, err := newFabric(o)
-	require.NoError(t, err)
-	return f
-}
 
 // requireClean asserts what every scenario must hold: no violation, and
 // every range ended exactly once at each end, with intact bytes if
 // delivered.
 func requireClean(t *testing.T, f *fabric) {
 	t.Helper()
-	require.Empty(t, f.violations)
-	for _, x := range f.xfers {
-		require.Len(t, x.sent, 1, "tag %d: send events", x.tag)
-		require.Len(t, x.recv, 1, "tag %d: receive events", x.tag)
-		require.False(t, x.corrupt, "tag %d", x.tag)
+	require.Empty(t, f.Violations)
+	for _, x := range f.Xfers {
+		require.Len(t, x.Sent, 1, "tag %d: send events", x.Tag)
+		require.Len(t, x.Recv, 1, "tag %d: receive events", x.Tag)
+		require.False(t, x.Corrupt, "tag %d", x.Tag)
 	}
 }
 
@@ -37,10 +31,10 @@ func requireClean(t *testing.T, f *fabric) {
 func requireDelivered(t *testing.T, f *fabric) {
 	t.Helper()
 	requireClean(t, f)
-	for _, x := range f.xfers {
-		require.NoError(t, x.sent[0].Err, "tag %d", x.tag)
-		require.NoError(t, x.recv[0].Err, "tag %d", x.tag)
-		require.Equal(t, x.n, x.recv[0].Len, "tag %d", x.tag)
+	for _, x := range f.Xfers {
+		require.NoError(t, x.Sent[0].Err, "tag %d", x.Tag)
+		require.NoError(t, x.Recv[0].Err, "tag %d", x.Tag)
+		require.Equal(t, x.N, x.Recv[0].Len, "tag %d", x.Tag)
 	}
 }
 
@@ -48,15 +42,15 @@ func requireDelivered(t *testing.T, f *fabric) {
 // copies still in flight land (and would show as violations).
 func settle(t *testing.T, f *fabric) {
 	t.Helper()
-	f.run(5000 * ms)
-	require.True(t, f.done(), "ranges still open at t=%dns", f.now)
-	f.runFor(f.now + 20*ms)
+	f.Run(5000 * ms)
+	require.True(t, f.Done(), "ranges still open at t=%dns", f.Now)
+	f.RunFor(f.Now + 20*ms)
 }
 
 func firstCellOn(q int) func(m *msg) bool {
 	seen := false
 	return func(m *msg) bool {
-		if m.kind == mCell && m.path == q && !seen {
+		if m.Kind == celltest.MsgCell && m.Path == q && !seen {
 			seen = true
 			return true
 		}
@@ -85,11 +79,11 @@ func TestNormalFlow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTestFabric(t, defaultOpts(tc.paths))
 			for _, n := range tc.sizes {
-				f.transfer(0, n, tc.recvFirst)
+				f.Transfer(0, n, tc.recvFirst)
 			}
 			settle(t, f)
 			requireDelivered(t, f)
-			a, b := f.ends[0].e.Stats(), f.ends[1].e.Stats()
+			a, b := f.Ends[0].Engine.Stats(), f.Ends[1].Engine.Stats()
 			assert.Equal(t, uint64(tc.cells), a.CellsPosted)
 			assert.Zero(t, a.CellsReposted)
 			assert.Zero(t, a.GiveUps)
@@ -97,8 +91,8 @@ func TestNormalFlow(t *testing.T) {
 			assert.Zero(t, b.Duplicates)
 			assert.Equal(t, uint64(len(tc.sizes)), a.RangesSent)
 			assert.Equal(t, uint64(len(tc.sizes)), b.RangesReceived)
-			for _, p := range f.ends[0].posts {
-				assert.LessOrEqual(t, p.n, int64(16<<10))
+			for _, p := range f.Ends[0].Posts {
+				assert.LessOrEqual(t, p.N, int64(16<<10))
 			}
 		})
 	}
@@ -144,19 +138,19 @@ func TestSendWaitsForGrant(t *testing.T) {
 	o := defaultOpts(2)
 	f := newTestFabric(t, o)
 	var grantAt int64
-	f.hook = func(m *msg) verdict {
-		if m.kind == mGrant {
-			grantAt = f.now + 3*ms + o.latency
-			return verdict{delay: 3 * ms}
+	f.Hook = func(m *msg) verdict {
+		if m.Kind == celltest.MsgGrant {
+			grantAt = f.Now + 3*ms + o.Latency
+			return verdict{Delay: 3 * ms}
 		}
 		return verdict{}
 	}
-	f.transfer(0, 200<<10, false)
+	f.Transfer(0, 200<<10, false)
 	settle(t, f)
 	requireDelivered(t, f)
-	require.NotEmpty(t, f.ends[0].posts)
-	for _, p := range f.ends[0].posts {
-		require.GreaterOrEqual(t, p.at, grantAt)
+	require.NotEmpty(t, f.Ends[0].Posts)
+	for _, p := range f.Ends[0].Posts {
+		require.GreaterOrEqual(t, p.At, grantAt)
 	}
 }
 
@@ -166,39 +160,39 @@ func TestSendWaitsForGrant(t *testing.T) {
 func TestTokenLost(t *testing.T) {
 	f := newTestFabric(t, defaultOpts(2))
 	dropped := false
-	f.hook = func(m *msg) verdict {
-		if m.kind == mToken && !dropped {
+	f.Hook = func(m *msg) verdict {
+		if m.Kind == celltest.MsgToken && !dropped {
 			dropped = true
-			return verdict{drop: true}
+			return verdict{Drop: true}
 		}
 		return verdict{}
 	}
-	x := f.transfer(0, 10<<10, true)
+	x := f.Transfer(0, 10<<10, true)
 	settle(t, f)
 	requireDelivered(t, f)
 
-	a, b := f.ends[0], f.ends[1]
-	ids := a.postedIDs()
+	a, b := f.Ends[0], f.Ends[1]
+	ids := a.PostedIDs()
 	require.Len(t, ids, 1)
-	require.Equal(t, 2, b.tokensFor[ids[0]], "both copies acknowledged")
-	require.Equal(t, uint64(1), b.e.Stats().Duplicates)
-	require.Equal(t, uint64(1), a.e.Stats().GiveUps)
-	require.Equal(t, uint64(1), a.e.Stats().CellsReposted)
-	require.ErrorIs(t, a.resetCauses[0], cell.ErrSoftTimeout)
+	require.Equal(t, 2, b.TokensFor[ids[0]], "both copies acknowledged")
+	require.Equal(t, uint64(1), b.Engine.Stats().Duplicates)
+	require.Equal(t, uint64(1), a.Engine.Stats().GiveUps)
+	require.Equal(t, uint64(1), a.Engine.Stats().CellsReposted)
+	require.ErrorIs(t, a.ResetCauses[0], cell.ErrSoftTimeout)
 	var pe *cell.PathError
-	require.ErrorAs(t, a.resetCauses[0], &pe)
+	require.ErrorAs(t, a.ResetCauses[0], &pe)
 	require.Equal(t, ids[0], pe.Cell)
 	require.Equal(t, "B", pe.Peer)
 	resetAt := confirmedAt(a, 0)
 	require.NotZero(t, resetAt)
-	require.GreaterOrEqual(t, x.sentAt, resetAt, "the sender's quarantine holds until the reset")
-	require.GreaterOrEqual(t, x.recvAt, resetAt)
+	require.GreaterOrEqual(t, x.SentAt, resetAt, "the sender's quarantine holds until the reset")
+	require.GreaterOrEqual(t, x.RecvAt, resetAt)
 }
 
 func confirmedAt(en *end, q int) int64 {
-	for _, l := range en.log {
-		if l.what == "path "+string(rune('0'+q))+" reset confirmed" {
-			return l.at
+	for _, l := range en.Log {
+		if l.What == "path "+string(rune('0'+q))+" reset confirmed" {
+			return l.At
 		}
 	}
 	return 0
@@ -217,21 +211,21 @@ func TestQPDeadMidCell(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTestFabric(t, defaultOpts(3))
 			cut := false
-			f.hook = func(m *msg) verdict {
-				if m.kind == mCell && m.path == 1 && f.now > 100*us && !cut {
+			f.Hook = func(m *msg) verdict {
+				if m.Kind == celltest.MsgCell && m.Path == 1 && f.Now > 100*us && !cut {
 					cut = true
-					f.ctl[1].permanent = tc.permanent
-					return verdict{partial: true}
+					f.Ctl[1].Permanent = tc.permanent
+					return verdict{Partial: true}
 				}
 				return verdict{}
 			}
 			for range 4 {
-				f.transfer(0, 512<<10, true)
+				f.Transfer(0, 512<<10, true)
 			}
 			settle(t, f)
 			requireDelivered(t, f)
 			require.True(t, cut)
-			a := f.ends[0].e
+			a := f.Ends[0].Engine
 			require.Equal(t, uint64(1), a.Stats().GiveUps)
 			require.NotZero(t, a.Stats().CellsReposted)
 			if tc.permanent {
@@ -258,33 +252,33 @@ func TestSlowPathLateCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := defaultOpts(2)
-			o.errDelay = 5 * ms // the late copy lands while both QPs are still up
-			o.resetDelay = 6 * ms
-			o.recvResetLag = tc.lag
+			o.ErrDelay = 5 * ms // the late copy lands while both QPs are still up
+			o.ResetDelay = 6 * ms
+			o.RecvResetLag = tc.lag
 			f := newTestFabric(t, o)
 			first := firstCellOn(0)
 			var lateAt int64
-			f.hook = func(m *msg) verdict {
+			f.Hook = func(m *msg) verdict {
 				if first(m) {
-					lateAt = f.now + 3*ms
-					return verdict{delay: 3 * ms}
+					lateAt = f.Now + 3*ms
+					return verdict{Delay: 3 * ms}
 				}
 				return verdict{}
 			}
-			x := f.transfer(0, 10<<10, true)
+			x := f.Transfer(0, 10<<10, true)
 			settle(t, f)
 			requireDelivered(t, f)
 
-			a, b := f.ends[0], f.ends[1]
-			ids := a.postedIDs()
+			a, b := f.Ends[0], f.Ends[1]
+			ids := a.PostedIDs()
 			require.Len(t, ids, 1)
-			require.Equal(t, []int{1, 1}, a.cellsOn(), "the original on path 0, the re-post on path 1")
-			require.Equal(t, 2, b.tokensFor[ids[0]], "the late original is acknowledged too")
-			require.Equal(t, uint64(1), b.e.Stats().Duplicates)
-			require.Equal(t, uint64(1), b.e.Stats().RangesReceived)
+			require.Equal(t, []int{1, 1}, a.CellsOn(), "the original on path 0, the re-post on path 1")
+			require.Equal(t, 2, b.TokensFor[ids[0]], "the late original is acknowledged too")
+			require.Equal(t, uint64(1), b.Engine.Stats().Duplicates)
+			require.Equal(t, uint64(1), b.Engine.Stats().RangesReceived)
 			require.Less(t, lateAt, confirmedAt(a, 0), "the late copy landed before the reset")
-			require.GreaterOrEqual(t, x.sentAt, confirmedAt(a, 0))
-			require.GreaterOrEqual(t, x.recvAt, confirmedAt(b, 0))
+			require.GreaterOrEqual(t, x.SentAt, confirmedAt(a, 0))
+			require.GreaterOrEqual(t, x.RecvAt, confirmedAt(b, 0))
 		})
 	}
 }
@@ -296,32 +290,32 @@ func TestNACK(t *testing.T) {
 		isWC  bool
 		isTok bool
 	}{
-		{"error completion", verdict{fail: true}, true, false},
-		{"NACK token", verdict{nack: true}, false, true},
+		{"error completion", verdict{Fail: true}, true, false},
+		{"NACK token", verdict{NACK: true}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTestFabric(t, defaultOpts(2))
 			first := firstCellOn(0)
 			firstTok := false
-			f.hook = func(m *msg) verdict {
+			f.Hook = func(m *msg) verdict {
 				if tc.isWC && first(m) {
 					return tc.v
 				}
-				if tc.isTok && m.kind == mToken && m.path == 0 && !firstTok {
+				if tc.isTok && m.Kind == celltest.MsgToken && m.Path == 0 && !firstTok {
 					firstTok = true
 					return tc.v
 				}
 				return verdict{}
 			}
-			f.transfer(0, 100<<10, true)
+			f.Transfer(0, 100<<10, true)
 			settle(t, f)
 			requireDelivered(t, f)
-			a := f.ends[0]
-			require.Equal(t, uint64(1), a.e.Stats().GiveUps)
-			require.Equal(t, uint64(1), a.e.Stats().Readmissions)
-			require.ErrorIs(t, a.resetCauses[0], cell.ErrNACK)
+			a := f.Ends[0]
+			require.Equal(t, uint64(1), a.Engine.Stats().GiveUps)
+			require.Equal(t, uint64(1), a.Engine.Stats().Readmissions)
+			require.ErrorIs(t, a.ResetCauses[0], cell.ErrNACK)
 			var wce *verbs.WCError
-			require.Equal(t, tc.isWC, errors.As(a.resetCauses[0], &wce))
+			require.Equal(t, tc.isWC, errors.As(a.ResetCauses[0], &wce))
 		})
 	}
 }
@@ -332,21 +326,21 @@ func TestNACK(t *testing.T) {
 func TestAllPathsDead(t *testing.T) {
 	f := newTestFabric(t, defaultOpts(3))
 	for range 3 {
-		f.transfer(0, 1<<20, true)
+		f.Transfer(0, 1<<20, true)
 	}
-	f.at(150*us, func() {
+	f.At(150*us, func() {
 		for q := range 3 {
-			f.kill(q, true)
+			f.Kill(q, true)
 		}
 	})
 	settle(t, f)
 	requireClean(t, f)
-	for _, x := range f.xfers {
-		for _, ev := range []cell.Event{x.sent[0], x.recv[0]} {
+	for _, x := range f.Xfers {
+		for _, ev := range []cell.Event{x.Sent[0], x.Recv[0]} {
 			require.ErrorIs(t, ev.Err, cell.ErrNoPath)
 			var re *cell.RangeError
 			require.ErrorAs(t, ev.Err, &re)
-			require.Equal(t, x.tag, re.Tag)
+			require.Equal(t, x.Tag, re.Tag)
 			var np *cell.NoPathError
 			require.ErrorAs(t, ev.Err, &np)
 			require.Len(t, np.Paths, 3)
@@ -357,13 +351,13 @@ func TestAllPathsDead(t *testing.T) {
 			}
 		}
 	}
-	a := f.ends[0].e
-	msg := f.xfers[0].sent[0].Err.Error()
+	a := f.Ends[0].Engine
+	msg := f.Xfers[0].Sent[0].Err.Error()
 	require.Contains(t, msg, "peer B")
 	require.Contains(t, msg, "path 0")
 	require.Contains(t, msg, "path 2")
-	require.ErrorIs(t, a.Send(f.now, cell.SendRange{Len: 1}), cell.ErrNoPath)
-	require.ErrorIs(t, f.ends[1].e.Recv(f.now, cell.RecvRange{Len: 1}), cell.ErrNoPath)
+	require.ErrorIs(t, a.Send(f.Now, cell.SendRange{Len: 1}), cell.ErrNoPath)
+	require.ErrorIs(t, f.Ends[1].Engine.Recv(f.Now, cell.RecvRange{Len: 1}), cell.ErrNoPath)
 }
 
 // A stall of the whole host: the first cell of every path is late, so
@@ -372,20 +366,20 @@ func TestAllPathsDead(t *testing.T) {
 func TestEveryPathStalledAtOnce(t *testing.T) {
 	f := newTestFabric(t, defaultOpts(2))
 	first0, first1 := firstCellOn(0), firstCellOn(1)
-	f.hook = func(m *msg) verdict {
+	f.Hook = func(m *msg) verdict {
 		if first0(m) || first1(m) {
-			return verdict{delay: 3 * ms}
+			return verdict{Delay: 3 * ms}
 		}
 		return verdict{}
 	}
-	f.transfer(0, 64<<10, true)
+	f.Transfer(0, 64<<10, true)
 	settle(t, f)
 	requireDelivered(t, f)
-	a := f.ends[0].e
+	a := f.Ends[0].Engine
 	require.NoError(t, a.Err())
 	require.Equal(t, uint64(2), a.Stats().GiveUps, "both paths timed out")
 	require.GreaterOrEqual(t, a.Stats().Readmissions, uint64(2), "and came back")
-	for _, c := range f.ends[0].resetCauses {
+	for _, c := range f.Ends[0].ResetCauses {
 		require.ErrorIs(t, c, cell.ErrSoftTimeout)
 	}
 }
@@ -395,32 +389,32 @@ func TestEveryPathStalledAtOnce(t *testing.T) {
 // through recovery right at the wrap.
 func TestIDWrapAround(t *testing.T) {
 	o := defaultOpts(4)
-	o.cfg.FirstCellID = 1<<32 - 10
+	o.Config.FirstCellID = 1<<32 - 10
 	f := newTestFabric(t, o)
 	nacked := false
-	f.hook = func(m *msg) verdict {
-		if m.kind == mToken && m.token.ID == 1<<32-1 && !nacked {
+	f.Hook = func(m *msg) verdict {
+		if m.Kind == celltest.MsgToken && m.Token.ID == 1<<32-1 && !nacked {
 			nacked = true
-			return verdict{nack: true}
+			return verdict{NACK: true}
 		}
 		return verdict{}
 	}
 	for range 3 {
-		f.transfer(0, 300<<10, true)
+		f.Transfer(0, 300<<10, true)
 	}
 	settle(t, f)
 	requireDelivered(t, f)
-	ids := f.ends[0].postedIDs()
+	ids := f.Ends[0].PostedIDs()
 	require.Len(t, ids, 57)
 	require.Equal(t, uint32(1<<32-10), ids[0])
 	require.Contains(t, ids, uint32(1<<32-1))
 	require.Contains(t, ids, uint32(0))
 	require.Equal(t, uint32(46), ids[len(ids)-1])
 	require.True(t, nacked)
-	a := f.ends[0].e.Stats()
+	a := f.Ends[0].Engine.Stats()
 	require.Equal(t, uint64(1), a.GiveUps)
 	require.NotZero(t, a.CellsReposted)
-	require.NotZero(t, f.ends[1].e.Stats().Duplicates, "the refused copy landed, so its re-post is a duplicate")
+	require.NotZero(t, f.Ends[1].Engine.Stats().Duplicates, "the refused copy landed, so its re-post is a duplicate")
 }
 
 // Tokens of path 0 are delayed, so tokens of later cells on path 1 arrive
@@ -428,18 +422,18 @@ func TestIDWrapAround(t *testing.T) {
 // earlier cells.
 func TestTokensOutOfOrderAcrossPaths(t *testing.T) {
 	f := newTestFabric(t, defaultOpts(2))
-	f.hook = func(m *msg) verdict {
-		if m.kind == mToken && m.path == 0 {
-			return verdict{delay: 150 * us}
+	f.Hook = func(m *msg) verdict {
+		if m.Kind == celltest.MsgToken && m.Path == 0 {
+			return verdict{Delay: 150 * us}
 		}
 		return verdict{}
 	}
-	f.transfer(0, 1<<20, true)
+	f.Transfer(0, 1<<20, true)
 	settle(t, f)
 	requireDelivered(t, f)
-	arr := f.ends[0].tokenArrivals
+	arr := f.Ends[0].TokenArrivals
 	require.False(t, slices.IsSorted(arr), "tokens arrived in id order: the scenario did not reorder")
-	a := f.ends[0].e.Stats()
+	a := f.Ends[0].Engine.Stats()
 	require.Zero(t, a.GiveUps)
 	require.Zero(t, a.CellsReposted)
 	require.Zero(t, a.TokensStale)
@@ -448,25 +442,25 @@ func TestTokensOutOfOrderAcrossPaths(t *testing.T) {
 // A path that failed is reset and carries cells again.
 func TestReadmissionAfterReset(t *testing.T) {
 	f := newTestFabric(t, defaultOpts(2))
-	f.at(100*us, func() { f.kill(1, false) })
+	f.At(100*us, func() { f.Kill(1, false) })
 	for range 6 {
-		f.transfer(0, 1<<20, true)
+		f.Transfer(0, 1<<20, true)
 	}
 	settle(t, f)
 	requireDelivered(t, f)
-	a := f.ends[0]
-	require.Equal(t, uint64(1), a.e.Stats().GiveUps)
-	require.Equal(t, uint64(1), a.e.Stats().Readmissions)
+	a := f.Ends[0]
+	require.Equal(t, uint64(1), a.Engine.Stats().GiveUps)
+	require.Equal(t, uint64(1), a.Engine.Stats().Readmissions)
 	back := confirmedAt(a, 1)
 	require.NotZero(t, back)
 	after := 0
-	for _, p := range a.posts {
-		if p.path == 1 && p.at >= back {
+	for _, p := range a.Posts {
+		if p.Path == 1 && p.At >= back {
 			after++
 		}
 	}
 	require.NotZero(t, after, "path 1 carries cells again after its reset")
-	require.Equal(t, cell.PathUp, a.e.Path(1).State)
+	require.Equal(t, cell.PathUp, a.Engine.Path(1).State)
 }
 
 // The sender never has more WRITE_WITH_IMM outstanding on a path than the
@@ -475,17 +469,17 @@ func TestReadmissionAfterReset(t *testing.T) {
 func TestFlowControlNeverExceeded(t *testing.T) {
 	for _, depth := range []int{1, 2, 8} {
 		o := defaultOpts(3)
-		o.cfg.RecvDepth = depth
-		o.cfg.CellSize = 4096
+		o.Config.RecvDepth = depth
+		o.Config.CellSize = 4096
 		f := newTestFabric(t, o)
 		for i := range 10 {
-			f.transfer(i%2, 64<<10, i%3 == 0)
+			f.Transfer(i%2, 64<<10, i%3 == 0)
 		}
 		settle(t, f)
 		requireDelivered(t, f)
-		for _, en := range f.ends {
+		for _, en := range f.Ends {
 			for q := range 3 {
-				require.LessOrEqual(t, en.e.Path(q).Cells, depth)
+				require.LessOrEqual(t, en.Engine.Path(q).Cells, depth)
 			}
 		}
 	}
@@ -495,25 +489,25 @@ func TestFlowControlNeverExceeded(t *testing.T) {
 // nothing; the next range goes through.
 func TestTooLongRange(t *testing.T) {
 	f := newTestFabric(t, defaultOpts(2))
-	bad := f.transferInto(0, 100<<10, 50<<10, true)
-	f.transfer(0, 30<<10, true)
+	bad := f.TransferInto(0, 100<<10, 50<<10, true)
+	f.Transfer(0, 30<<10, true)
 	settle(t, f)
 	requireClean(t, f)
-	require.ErrorIs(t, bad.sent[0].Err, cell.ErrTooLong)
-	require.ErrorIs(t, bad.recv[0].Err, cell.ErrTooLong)
-	require.ErrorIs(t, bad.recv[0].Err, cell.ErrRemote)
-	require.NoError(t, f.xfers[1].sent[0].Err)
-	require.NoError(t, f.xfers[1].recv[0].Err)
-	require.Equal(t, uint64(2), f.ends[0].e.Stats().CellsPosted)
+	require.ErrorIs(t, bad.Sent[0].Err, cell.ErrTooLong)
+	require.ErrorIs(t, bad.Recv[0].Err, cell.ErrTooLong)
+	require.ErrorIs(t, bad.Recv[0].Err, cell.ErrRemote)
+	require.NoError(t, f.Xfers[1].Sent[0].Err)
+	require.NoError(t, f.Xfers[1].Recv[0].Err)
+	require.Equal(t, uint64(2), f.Ends[0].Engine.Stats().CellsPosted)
 }
 
 // A receive range larger than what is sent gets the sent length.
 func TestShortSendIntoLargeGrant(t *testing.T) {
 	f := newTestFabric(t, defaultOpts(2))
-	x := f.transferInto(0, 20<<10, 64<<10, false)
+	x := f.TransferInto(0, 20<<10, 64<<10, false)
 	settle(t, f)
 	requireDelivered(t, f)
-	require.Equal(t, int64(20<<10), x.recv[0].Len)
+	require.Equal(t, int64(20<<10), x.Recv[0].Len)
 }
 
 // Once both QPs of a path given up have been through ERR, its old
@@ -524,22 +518,22 @@ func TestQuietPathReleasesRangesBeforeItsReset(t *testing.T) {
 	for _, quiet := range []bool{false, true} {
 		t.Run(fmt.Sprintf("quiet=%v", quiet), func(t *testing.T) {
 			o := defaultOpts(2)
-			o.errDelay = 1 * ms
-			o.resetDelay = 100 * ms // reconnecting takes long: a route died
-			o.quiet = quiet
+			o.ErrDelay = 1 * ms
+			o.ResetDelay = 100 * ms // reconnecting takes long: a route died
+			o.Quiet = quiet
 			f := newTestFabric(t, o)
-			f.kill(0, false)
-			x := f.transfer(0, 64<<10, true)
+			f.Kill(0, false)
+			x := f.Transfer(0, 64<<10, true)
 			settle(t, f)
 			requireDelivered(t, f)
 			// The reset started when the path was given up, after the
 			// kill; it cannot be back before resetDelay.
 			if quiet {
-				require.Less(t, x.sentAt, o.resetDelay, "the send finished before the path was back")
-				require.Less(t, x.recvAt, o.resetDelay, "the receive finished before the path was back")
+				require.Less(t, x.SentAt, o.ResetDelay, "the send finished before the path was back")
+				require.Less(t, x.RecvAt, o.ResetDelay, "the receive finished before the path was back")
 			} else {
-				require.Greater(t, x.sentAt, o.resetDelay)
-				require.Greater(t, x.recvAt, o.resetDelay)
+				require.Greater(t, x.SentAt, o.ResetDelay)
+				require.Greater(t, x.RecvAt, o.ResetDelay)
 			}
 		})
 	}

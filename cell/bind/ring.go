@@ -31,12 +31,17 @@ type TokenRing struct {
 	ids    []uint32
 	head   int
 	n      int
+	watch  func(cell.Token)
 }
+
+// Watch has fn called with every token Poll feeds, before the engine
+// takes it: for a trace.
+func (r *TokenRing) Watch(fn func(cell.Token)) { r.watch = fn }
 
 // Init makes r the reader of slots, window token slots, for at most
 // depth cells outstanding.
 func (r *TokenRing) Init(slots []byte, window, depth int) {
-	*r = TokenRing{slots: slots[:window*cell.TokenSize], window: window, ids: make([]uint32, max(depth, 1))}
+	*r = TokenRing{slots: slots[:window*cell.TokenSize], window: window, ids: make([]uint32, max(depth, 1)), watch: r.watch}
 }
 
 // Slot returns the bytes of cell id's slot.
@@ -87,6 +92,9 @@ func (r *TokenRing) Poll(now int64, e *cell.Engine, q int) bool {
 			continue
 		}
 		clear(b)
+		if r.watch != nil {
+			r.watch(t)
+		}
 		e.Token(now, t)
 		last = i
 	}
