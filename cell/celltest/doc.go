@@ -27,5 +27,14 @@
 // posted receive. Each is recorded as a violation. Every input and
 // output of both ends is noted in the fabric's Trace (bind.Trace), which
 // a failing test prints.
-
+//
+// # Scripts
+//
+// Env runs protocol scenarios written as datadriven scripts (see Env
+// for the commands), as raft's testdata/*.txt are run by its
+// InteractionEnv: each command's output is the trace of what the engines
+// did meanwhile, checked against the golden text below it, which
+// `go test -rewrite` regenerates. Facts a trace does not show (an error's
+// type, the order of two moments, ids never reused) are check commands,
+// which fail the test whatever the golden text says.
 package celltest
