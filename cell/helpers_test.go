@@ -26,6 +26,10 @@ const (
 
 func defaultOpts(paths int) fabricOpts { return celltest.DefaultOptions(paths) }
 
+// traceTail is how many lines of its trace a failed fabric test prints:
+// the end of a history is where it went wrong.
+const traceTail = 4000
+
 // newTestFabric returns a fabric that prints its trace if the test
 // fails.
 func newTestFabric(t *testing.T, o fabricOpts) *fabric {
@@ -33,9 +37,11 @@ func newTestFabric(t *testing.T, o fabricOpts) *fabric {
 	f, err := celltest.New(o)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("trace of the failed run:\n%s", f.Trace.String())
+		if !t.Failed() {
+			return
 		}
+		from := max(f.Trace.Len()-traceTail, 0)
+		t.Logf("trace of the failed run (%d lines left out before these):\n%s", from, f.Trace.Since(from))
 	})
 	return f
 }

@@ -33,6 +33,7 @@
 //     read a last time and cleared for the next one.
 //
 // A Trace prints what each end of a connection did, one line per input
-// and output, for the scenario scripts, for a failing seed of the
-// property test and for a driver's debug output.
+// and output, for the scenario scripts and a failing test of package
+// cell (celltest keeps one per fabric); FormatReady prints a batch in the
+// same words for the driver's log at its trace level.
 package bind

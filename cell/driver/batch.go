@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -16,6 +17,10 @@ func (c *Conn) drainLocked() {
 	for c.fed {
 		c.fed = false
 		rd := bind.Act(c.eng, (*actor)(c))
+		if c.trace && !rd.Empty() {
+			c.log.Log(context.Background(), LevelTrace, "cell driver: batch", "peer", c.cfg.Peer,
+				"t", bind.Time(c.now()), "outputs", bind.FormatReady(rd, "; "))
+		}
 		c.deadline = rd.Deadline
 		if c.err != nil {
 			c.failAllLocked(c.err) // the engine failed those it had

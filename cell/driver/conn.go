@@ -17,6 +17,7 @@ import (
 type Conn struct {
 	cfg      resolved
 	log      *slog.Logger
+	trace    bool // log every batch at LevelTrace
 	provider string
 	lay      layout
 

@@ -19,6 +19,7 @@ func Dial(ctx context.Context, cfg Config, ex Exchanger) (*Conn, error) {
 	c := &Conn{
 		cfg:      r,
 		log:      r.Logger,
+		trace:    r.Logger.Enabled(context.Background(), LevelTrace),
 		provider: r.Device.Provider(),
 		lay:      newLayout(r.Paths, r.eng.Window, r.eng.MaxRanges),
 		exited:   make(chan struct{}),
