@@ -35,29 +35,21 @@ type Actor interface {
 // for what the binding does once the batch is spent.
 func Act(e *cell.Engine, a Actor) *cell.Ready {
 	rd := e.Ready()
-	for i := range rd.Recvs {
-		a.PostRecv(&rd.Recvs[i])
-	}
-	for i := range rd.Resets {
-		a.StartReset(&rd.Resets[i])
-	}
-	for i := range rd.Posts {
-		a.PostCell(&rd.Posts[i])
-	}
-	for i := range rd.Tokens {
-		a.WriteToken(&rd.Tokens[i])
-	}
-	for i := range rd.Grants {
-		a.WriteGrant(&rd.Grants[i])
-	}
-	for i := range rd.Finals {
-		a.WriteFinal(&rd.Finals[i])
-	}
+	each(rd.Recvs, a.PostRecv)
+	each(rd.Resets, a.StartReset)
+	each(rd.Posts, a.PostCell)
+	each(rd.Tokens, a.WriteToken)
+	each(rd.Grants, a.WriteGrant)
+	each(rd.Finals, a.WriteFinal)
 	if err := e.Err(); err != nil {
 		a.Failed(err)
 	}
-	for i := range rd.Events {
-		a.Event(&rd.Events[i])
-	}
+	each(rd.Events, a.Event)
 	return rd
+}
+
+func each[T any](s []T, fn func(*T)) {
+	for i := range s {
+		fn(&s[i])
+	}
 }

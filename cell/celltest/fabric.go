@@ -792,42 +792,51 @@ func (f *Fabric) TransferInto(from int, n, rn int64, recvFirst bool) *Xfer {
 
 // submit hands waiting ranges to the engine until it is busy.
 func (f *Fabric) submit(en *End) {
-	for len(en.waitRecv) > 0 {
-		x := en.waitRecv[0]
-		f.Trace.Input(f.Now, en.Name, "recv tag=%d len=%d", x.Tag, x.RN)
-		err := en.Engine.Recv(f.Now, cell.RecvRange{Tag: x.Tag, Addr: x.dst, RKey: 0x1000 + uint32(x.Tag), Len: x.RN})
-		if err != nil {
-			f.note(en, "recv tag=%d refused: %v", x.Tag, err)
-			f.drain(en)
-			if en.Engine.Err() != nil {
-				x.Recv = append(x.Recv, cell.Event{Kind: cell.Received, Tag: x.Tag, Err: err})
-				en.waitRecv = en.waitRecv[1:]
-				continue
-			}
-			break
-		}
-		x.recvOwned = true
-		en.waitRecv = en.waitRecv[1:]
-		f.drain(en)
+	for len(en.waitRecv) > 0 && f.submitOne(en, &en.waitRecv, cell.Received, func(x *Xfer) error {
+		return en.Engine.Recv(f.Now, cell.RecvRange{Tag: x.Tag, Addr: x.dst, RKey: 0x1000 + uint32(x.Tag), Len: x.RN})
+	}) {
 	}
-	for len(en.waitSend) > 0 {
-		x := en.waitSend[0]
-		f.Trace.Input(f.Now, en.Name, "send tag=%d len=%d", x.Tag, x.N)
-		err := en.Engine.Send(f.Now, cell.SendRange{Tag: x.Tag, Addr: x.src, LKey: 0x2000 + uint32(x.Tag), Len: x.N})
-		if err != nil {
-			f.note(en, "send tag=%d refused: %v", x.Tag, err)
-			f.drain(en)
-			if en.Engine.Err() != nil {
-				x.Sent = append(x.Sent, cell.Event{Kind: cell.Sent, Tag: x.Tag, Err: err})
-				en.waitSend = en.waitSend[1:]
-				continue
-			}
-			break
+	for len(en.waitSend) > 0 && f.submitOne(en, &en.waitSend, cell.Sent, func(x *Xfer) error {
+		return en.Engine.Send(f.Now, cell.SendRange{Tag: x.Tag, Addr: x.src, LKey: 0x2000 + uint32(x.Tag), Len: x.N})
+	}) {
+	}
+}
+
+// submitOne hands the first range waiting in *wait to the engine with
+// post, and reports whether the next may go: this one was taken, or
+// failed for good with the connection.
+func (f *Fabric) submitOne(en *End, wait *[]*Xfer, kind cell.EventKind, post func(x *Xfer) error) bool {
+	x := (*wait)[0]
+	n := x.N
+	if kind == cell.Received {
+		n = x.RN
+	}
+	verb := map[cell.EventKind]string{cell.Sent: "send", cell.Received: "recv"}[kind]
+	f.Trace.Input(f.Now, en.Name, "%s tag=%d len=%d", verb, x.Tag, n)
+	err := post(x)
+	if err != nil {
+		f.note(en, "%s tag=%d refused: %v", verb, x.Tag, err)
+		f.drain(en)
+		if en.Engine.Err() == nil {
+			return false // busy: the engine takes it once a range is back
 		}
+	}
+	ev := cell.Event{Kind: kind, Tag: x.Tag, Err: err}
+	switch {
+	case err != nil && kind == cell.Sent:
+		x.Sent = append(x.Sent, ev)
+	case err != nil:
+		x.Recv = append(x.Recv, ev)
+	case kind == cell.Sent:
 		x.sendOwned = true
-		en.waitSend = en.waitSend[1:]
+	default:
+		x.recvOwned = true
+	}
+	*wait = (*wait)[1:]
+	if err == nil {
 		f.drain(en)
 	}
+	return true
 }
 
 // appEvent is the application taking a range back: it checks a received

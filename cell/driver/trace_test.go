@@ -1,32 +1,13 @@
 package driver
 
 import (
-	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
 )
-
-// lockedBuffer is a log sink the progress goroutine may write while the
-// test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // At LevelTrace a connection logs every batch it acts on, in the trace
 // format of package bind: the receiver's grant and token, the sender's
@@ -38,7 +19,7 @@ func TestTraceLevelLogsEveryBatch(t *testing.T) {
 }
 
 func traceAt(t *testing.T, level slog.Level) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	cfg := testConfig()
 	cfg.Paths = 1
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: level}))
