@@ -10,17 +10,11 @@ import (
 	"github.com/rdmacell/rdmacell/cell/celltest"
 )
 
-// trace is what a scenario shows of its engines: every post, token,
-// reset and event, in order, and the final counters.
+// trace is what a scenario shows of its engines: the fabric's trace of
+// every input and output, in order, and the final counters and paths.
 func trace(f *fabric) string {
-	var out string
+	out := f.Trace.String()
 	for _, en := range f.Ends {
-		for _, p := range en.Posts {
-			out += fmt.Sprintf("%s post t=%d path %d cell %d n %d\n", en.Name, p.At, p.Path, p.ID, p.N)
-		}
-		for _, l := range en.Log {
-			out += fmt.Sprintf("%s t=%d %s\n", en.Name, l.At, l.What)
-		}
 		out += fmt.Sprintf("%s tokens %v stats %+v\n", en.Name, en.TokenArrivals, en.Engine.Stats())
 		for q := range f.Opts.Paths {
 			out += fmt.Sprintf("%s path %d %+v\n", en.Name, q, en.Engine.Path(q))

@@ -113,12 +113,6 @@ type PathCtl struct {
 	FailResets int
 }
 
-// LogEntry is one line of an end's log.
-type LogEntry struct {
-	At   int64
-	What string
-}
-
 // End is one end of the connection: an engine and what its driver and
 // its application know.
 type End struct {
@@ -151,9 +145,7 @@ type End struct {
 	ResetCauses []error
 	// TokenArrivals lists the ids of the tokens delivered to this end.
 	TokenArrivals []uint32
-	// Log is the end's notable moments: resets, confirmations, events.
-	Log    []LogEntry
-	closed bool
+	closed        bool
 }
 
 // PostRec is one cell posted.
@@ -239,8 +231,7 @@ type Fabric struct {
 	// Violations lists what the engines did wrong.
 	Violations []string
 	// Xfers lists the ranges, in the order they were started.
-	Xfers  []*Xfer
-	events int
+	Xfers []*Xfer
 	// Trace is the history of both ends.
 	Trace bind.Trace
 }
@@ -337,10 +328,6 @@ func (f *Fabric) violate(format string, args ...any) {
 	f.note(nil, "VIOLATION %s", v)
 }
 
-func (en *End) logf(format string, args ...any) {
-	en.Log = append(en.Log, LogEntry{en.f.Now, fmt.Sprintf(format, args...)})
-}
-
 func (en *End) peer() *End { return en.f.Ends[1-en.idx] }
 
 // input runs one engine input and acts on the engine's outputs.
@@ -400,7 +387,6 @@ func (a *actor) StartReset(r *cell.Reset) {
 	en.refill[r.Path] = len(en.refillIDs[r.Path])
 	en.incarn[r.Path] = append(en.incarn[r.Path], slices.Clone(en.refillIDs[r.Path]))
 	en.ResetCauses = append(en.ResetCauses, r.Cause)
-	en.logf("reset path %d: %v", r.Path, r.Cause)
 	en.f.startReset(en, r.Path)
 }
 
@@ -661,7 +647,6 @@ func (f *Fabric) startReset(en *End, q int) {
 		f.inputf(peer, func(e *cell.Engine) { must(e.PathFailed(f.Now, q, cause)) }, "path-failed path=%d: %v", q, cause)
 		if f.Opts.Quiet {
 			for _, x := range f.Ends {
-				x.logf("path %d quiet", q)
 				f.readArrivals(x, q)
 				f.inputf(x, func(e *cell.Engine) { x.paths[q].Quiet(f.Now, e, q) }, "quiet path=%d", q)
 			}
@@ -726,7 +711,6 @@ func (f *Fabric) finishReset(q int) {
 			lag = f.Opts.RecvResetLag
 		}
 		f.at(f.Now+lag, func() {
-			en.logf("path %d reset confirmed", q)
 			f.readArrivals(en, q)
 			f.inputf(en, func(e *cell.Engine) { en.paths[q].Back(f.Now, e, q) }, "reset-done path=%d", q)
 		})
@@ -843,7 +827,6 @@ func (f *Fabric) submitOne(en *End, wait *[]*Xfer, kind cell.EventKind, post fun
 // range's bytes, then reuses the memory at once (scribbles over it), so
 // that a late write or read would show.
 func (f *Fabric) appEvent(en *End, ev cell.Event) {
-	f.events++
 	var x *Xfer
 	for _, y := range f.Xfers {
 		if y.Tag == ev.Tag {
@@ -854,7 +837,6 @@ func (f *Fabric) appEvent(en *End, ev cell.Event) {
 		f.violate("%s: event for unknown tag %d", en.Name, ev.Tag)
 		return
 	}
-	en.logf("%v tag %d len %d err %v", ev.Kind, ev.Tag, ev.Len, ev.Err)
 	switch ev.Kind {
 	case cell.Sent:
 		x.Sent = append(x.Sent, ev)
@@ -959,18 +941,6 @@ func (en *End) PostedIDs() []uint32 {
 		}
 	}
 	return ids
-}
-
-// ConfirmedAt returns when end en's driver confirmed path q's first
-// reset, or 0.
-func (en *End) ConfirmedAt(q int) int64 {
-	want := fmt.Sprintf("path %d reset confirmed", q)
-	for _, l := range en.Log {
-		if l.What == want {
-			return l.At
-		}
-	}
-	return 0
 }
 
 func must(err error) {
