@@ -312,8 +312,14 @@ func (env *Env) hook(m *Msg) Verdict {
 		if r.count == 0 || r.kind != m.Kind || r.path >= 0 && r.path != m.Path || env.F.Now < r.after {
 			continue
 		}
-		if r.cell >= 0 && (m.Kind != MsgCell && m.Kind != MsgToken || uint32(r.cell) != m.Cell && uint32(r.cell) != m.Token.ID) {
-			continue
+		if r.cell >= 0 {
+			id := m.Cell
+			if m.Kind == MsgToken {
+				id = m.Token.ID
+			}
+			if m.Kind != MsgCell && m.Kind != MsgToken || uint32(r.cell) != id {
+				continue
+			}
 		}
 		if r.count > 0 {
 			r.count--

@@ -653,7 +653,11 @@ func (f *Fabric) startReset(en *End, q int) {
 		}
 	})
 	if !f.Opts.ManualResets {
-		f.at(f.Now+f.Opts.ResetDelay, func() { f.finishReset(q) })
+		f.at(f.Now+f.Opts.ResetDelay, func() {
+			if c.resetting && c.epoch == epoch { // not ended by ResetDone
+				f.finishReset(q)
+			}
+		})
 	}
 }
 
