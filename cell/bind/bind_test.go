@@ -130,8 +130,8 @@ func TestPathResetContract(t *testing.T) {
 	require.Equal(t, cell.PathUp, e.Path(post.Path).State)
 	require.Equal(t, uint64(1), p.Resets())
 
-	p.Close(4, e, post.Path, errors.New("gone"))
-	require.True(t, p.Closed())
+	p.Kill(4, e, post.Path, errors.New("gone"))
+	require.True(t, p.Dead())
 	require.False(t, p.StartReset(), "a closed path is not reset")
 	require.Equal(t, cell.PathDead, e.Path(post.Path).State)
 }

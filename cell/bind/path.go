@@ -21,7 +21,7 @@ import "github.com/rdmacell/rdmacell/cell"
 //     or, for a reset that failed part way, Engine.ResetAgain, whose new
 //     Reset starts over (StartReset again);
 //   - a path that cannot come back is closed at both ends and reported
-//     with Close (Engine.PathDead); a closed path is never reset.
+//     with Kill (Engine.PathDead); a dead path is never reset.
 //
 // The mechanics of a reset (who talks to the peer, how long it takes) are
 // each binding's own. A binding that resets a QP pair as one, as a
@@ -34,14 +34,14 @@ type Path struct {
 	// has none).
 	Tokens    TokenRing
 	resetting bool
-	closed    bool
+	dead      bool
 	resets    uint64
 }
 
 // StartReset reports whether a Reset starts a reset of the path: false
-// if one is under way, which the Reset joins, or the path is closed.
+// if one is under way, which the Reset joins, or the path is dead.
 func (p *Path) StartReset() bool {
-	if p.resetting || p.closed {
+	if p.resetting || p.dead {
 		return false
 	}
 	p.resetting = true
@@ -52,8 +52,8 @@ func (p *Path) StartReset() bool {
 // Resetting reports whether a reset is under way.
 func (p *Path) Resetting() bool { return p.resetting }
 
-// Closed reports whether the path is closed for good.
-func (p *Path) Closed() bool { return p.closed }
+// Dead reports whether the path is closed for good.
+func (p *Path) Dead() bool { return p.dead }
 
 // Resets counts the resets started.
 func (p *Path) Resets() uint64 { return p.resets }
@@ -75,7 +75,7 @@ func (p *Path) Quiet(now int64, e *cell.Engine, q int) bool {
 // EndReset ends the reset under way after a last read of the token ring,
 // which it leaves clear for the next incarnation. The binding reports
 // next what came of the reset: Engine.PathReset (see Back),
-// Engine.ResetAgain, or Close. It reports whether the last read found
+// Engine.ResetAgain, or Kill. It reports whether the last read found
 // tokens.
 func (p *Path) EndReset(now int64, e *cell.Engine, q int) bool {
 	p.resetting = false
@@ -88,10 +88,10 @@ func (p *Path) Back(now int64, e *cell.Engine, q int) {
 	_ = e.PathReset(now, q)
 }
 
-// Close closes path q for good and tells e why. Its token ring is not
-// read again.
-func (p *Path) Close(now int64, e *cell.Engine, q int, cause error) {
-	p.resetting, p.closed = false, true
+// Kill tells e that path q is closed for good, and why. Its token ring
+// is not read again.
+func (p *Path) Kill(now int64, e *cell.Engine, q int, cause error) {
+	p.resetting, p.dead = false, true
 	p.Tokens.Forget()
 	_ = e.PathDead(now, q, cause)
 }

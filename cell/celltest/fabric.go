@@ -445,7 +445,7 @@ func (a *actor) Failed(error) {
 			peer := en.peer()
 			cause := fmt.Errorf("peer %s closed the connection", en.Name)
 			f.Trace.Input(f.Now, peer.Name, "dead path=%d: %v", q, cause)
-			f.input(peer, func(e *cell.Engine) { peer.paths[q].Close(f.Now, e, q, cause) })
+			f.input(peer, func(e *cell.Engine) { peer.paths[q].Kill(f.Now, e, q, cause) })
 		}
 	})
 }
@@ -682,7 +682,7 @@ func (f *Fabric) finishReset(q int) {
 	if c.Permanent {
 		for _, en := range f.Ends {
 			cause := fmt.Errorf("path %d unreachable", q)
-			f.inputf(en, func(e *cell.Engine) { en.paths[q].Close(f.Now, e, q, cause) }, "dead path=%d: %v", q, cause)
+			f.inputf(en, func(e *cell.Engine) { en.paths[q].Kill(f.Now, e, q, cause) }, "dead path=%d: %v", q, cause)
 		}
 		return
 	}

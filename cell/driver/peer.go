@@ -15,7 +15,7 @@ func (c *Conn) dispatchLocked(now int64, m ctlMsg) {
 		return
 	}
 	p := c.paths[m.path]
-	if p.Closed() {
+	if p.Dead() {
 		return
 	}
 	switch {
@@ -58,7 +58,7 @@ func (c *Conn) killPathLocked(now int64, p *path, cause error) {
 	p.qmu.Lock()
 	_ = p.qp.Close()
 	p.qmu.Unlock()
-	p.Close(now, c.eng, p.idx, &PathError{Peer: c.cfg.Peer, Path: p.idx, QPN: p.qpn, Op: "close", Err: cause})
+	p.Kill(now, c.eng, p.idx, &PathError{Peer: c.cfg.Peer, Path: p.idx, QPN: p.qpn, Op: "close", Err: cause})
 	c.fed = true
 	c.counters.dead++
 }
@@ -68,7 +68,7 @@ func (c *Conn) killPathLocked(now int64, p *path, cause error) {
 func (c *Conn) peerGoneLocked(now int64) {
 	for _, p := range c.paths {
 		switch {
-		case p.Closed():
+		case p.Dead():
 		case p.Resetting():
 			p.notify(ctlMsg{kind: msgDead, path: p.idx})
 		case !p.closed:

@@ -250,7 +250,7 @@ func (c *Conn) applyResetsLocked(now int64, n int) {
 		}
 		if r.err != nil {
 			p.closed, p.early = true, nil
-			p.Close(now, c.eng, p.idx, r.err)
+			p.Kill(now, c.eng, p.idx, r.err)
 			c.fed = true
 			c.counters.dead++
 			continue
