@@ -74,8 +74,7 @@ import (
 //	ranges            how each range ended at each end
 //	cells [end=A]     the cell ids the end posted, and on which paths
 //
-// Any command prints the trace of what happened meanwhile, unless it is
-// given silent (the trace is still there for the checks).
+// Checks, each printing ok or failing the test:
 //
 //	check clean       no violation; every range ended once at each end,
 //	                  intact if delivered
@@ -95,9 +94,12 @@ import (
 //	check cause [end=A] [n=K|all] err=nack|soft-timeout|path-failed [wc]
 //	                  the end's K-th Reset (default the first; all:
 //	                  every one) names that cause, as a *cell.PathError
-//	                  naming the peer and the path, wrapping the work
+//	                  naming the peer, wrapping the work
 //	                  completion that failed if wc is given, not if not
 //	check post-size max=SIZE   no cell posted was larger
+//
+// Any command prints the trace of what happened meanwhile, unless it is
+// given silent (the trace is still there for the checks).
 type Env struct {
 	// F is the fabric, once a fabric command made one.
 	F *Fabric
