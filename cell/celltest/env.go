@@ -126,29 +126,36 @@ type rule struct {
 // NewEnv returns an empty environment.
 func NewEnv() *Env { return &Env{} }
 
-// Handle runs one command of a script.
+// Handle runs one command of a script: a command it cannot run stops
+// the test, a check that fails fails it.
 func (env *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 	t.Helper()
-	out, err := env.handle(t, d)
+	out, problems, err := env.Run(d)
 	if err != nil {
 		t.Fatalf("%s: %s: %v", d.Pos, d.Cmd, err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s: %s", d.Pos, d.FullCmd(), p)
 	}
 	return out
 }
 
-func (env *Env) handle(t *testing.T, d *datadriven.TestData) (string, error) {
+// Run runs one command of a script and returns its output, what a
+// check found wrong, and why a command could not run.
+func (env *Env) Run(d *datadriven.TestData) (out string, problems []string, err error) {
 	a := args{d: d}
 	if d.Cmd == "fabric" {
-		return env.newFabric(&a)
+		out, err = env.newFabric(&a)
+		return out, nil, err
 	}
 	if d.Cmd == "engine" {
-		return env.newEngine(&a)
+		out, err = env.newEngine(&a)
+		return out, nil, err
 	}
 	if env.trace == nil {
-		return "", errors.New("no fabric or engine yet")
+		return "", nil, errors.New("no fabric or engine yet")
 	}
 	var report string
-	var err error
 	switch d.Cmd {
 	case "stats":
 		report = env.stats(&a)
@@ -159,7 +166,7 @@ func (env *Env) handle(t *testing.T, d *datadriven.TestData) (string, error) {
 	case "cells":
 		report, err = env.cells(&a)
 	case "check":
-		report = env.check(t, &a)
+		report, problems = env.check(&a)
 	default:
 		if env.F != nil {
 			report, err = env.fabricCmd(&a)
@@ -171,14 +178,14 @@ func (env *Env) handle(t *testing.T, d *datadriven.TestData) (string, error) {
 		err = a.err
 	}
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	out := env.trace.Since(env.mark)
+	out = env.trace.Since(env.mark)
 	env.mark = env.trace.Len()
 	if a.flag("silent") {
 		out = ""
 	}
-	return out + report, nil
+	return out + report, problems, nil
 }
 
 func (env *Env) newFabric(a *args) (string, error) {
@@ -375,13 +382,11 @@ func (env *Env) paths(a *args) string {
 	return b.String()
 }
 
-// check runs a check; a failure fails the test, whatever the golden
-// output says.
-func (env *Env) check(t *testing.T, a *args) string {
-	t.Helper()
+// check runs a check and returns its report and what it found wrong,
+// which fails the test whatever the golden output says.
+func (env *Env) check(a *args) (string, []string) {
 	if len(a.d.CmdArgs) == 0 {
-		t.Errorf("%s: check what?", a.d.Pos)
-		return ""
+		return "", []string{"check what?"}
 	}
 	what := a.d.CmdArgs[0].Key
 	var problems []string
@@ -435,12 +440,9 @@ func (env *Env) check(t *testing.T, a *args) string {
 		fail("%v", a.err)
 	}
 	if len(problems) > 0 {
-		for _, p := range problems {
-			t.Errorf("%s: check %s: %s", a.d.Pos, what, p)
-		}
-		return "check " + what + " FAILED:\n" + strings.Join(problems, "\n") + "\n"
+		return "check " + what + " FAILED:\n" + strings.Join(problems, "\n") + "\n", problems
 	}
-	return "ok\n"
+	return "ok\n", nil
 }
 
 func (env *Env) now() int64 {
@@ -544,7 +546,7 @@ func (env *Env) checkOrder(input string, first bool, fail func(string, ...any)) 
 			fail("no trace line after %q contains %q", prev, pat)
 			return
 		case start+i < from:
-			fail("%q came first before %q", pat, prev)
+			fail("the first line containing %q comes before the first containing %q", pat, prev)
 			return
 		}
 		from, prev = start+i, pat
