@@ -68,6 +68,13 @@ func runRandom(t *testing.T, seed uint64) {
 		o.PsPerByte = append(o.PsPerByte, []int64{500, 1000, 1000, 5000}[rng.IntN(4)])
 	}
 	f := newTestFabric(t, o) // a failing seed prints its trace
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d: paths %d, engine %+v, err delay %v, reset delay %v, receiver's reset lag %v, quiet %v, ring %v, late records %v, CQ lag %v, ps/byte %v, policies %T %T",
+				seed, o.Paths, o.Config, durNS(o.ErrDelay), durNS(o.ResetDelay), durNS(o.RecvResetLag), o.Quiet, o.Ring, o.LateRecords,
+				durNS(o.CQLag), o.PsPerByte, o.PolicyA(), o.PolicyB())
+		}
+	})
 
 	// One seed in four is harsh: faults that fail paths are ten times as
 	// likely, and connections often lose every path. The others mostly
