@@ -48,6 +48,11 @@ import (
 //	slow [path=P] [kind=cell|token|grant|final] by=T [count=N]
 //	    delays messages; those behind them on the link wait (RC order)
 //	kill path=P [permanent] [at=T]   the path drops everything from then
+//	hold path=P [from=A|B]    what the end posts on the path waits there,
+//	                          in order, neither lost nor failed (a reset
+//	                          of the path flushes it)
+//	deliver path=P [from=A|B] [count=N]   lets the first N (default all)
+//	                          go; the hold ends once none is left
 //	fail-resets path=P [n=N]         the next resets fail part way
 //
 // Time:
@@ -238,6 +243,24 @@ func (env *Env) fabricCmd(a *args) (string, error) {
 		}
 		f.At(at, func() { f.Kill(q, permanent) })
 		return "", nil
+	case "hold":
+		q := a.path()
+		if err := env.checkPath(q); err != nil {
+			return "", err
+		}
+		f.Hold(a.end("from"), q)
+		return "", a.err
+	case "deliver":
+		q := a.path()
+		if err := env.checkPath(q); err != nil {
+			return "", err
+		}
+		n := -1
+		if c, ok := a.d.Arg("count"); !ok || len(c.Vals) != 1 || c.Vals[0] != "all" {
+			n = a.int("count", -1)
+		}
+		got := f.Deliver(a.end("from"), q, n)
+		return fmt.Sprintf("let go: %d\n", got), a.err
 	case "fail-resets":
 		q := a.path()
 		if err := env.checkPath(q); err != nil {

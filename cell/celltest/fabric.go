@@ -100,6 +100,16 @@ type Link struct {
 	busy      int64
 	last      int64
 	dead      bool
+	// holding says messages posted wait in held, in order, until
+	// Deliver lets them go (RC order: nothing overtakes them).
+	holding bool
+	held    []heldMsg
+}
+
+// heldMsg is a message a held link keeps, and its verdict.
+type heldMsg struct {
+	m *Msg
+	v Verdict
 }
 
 // PathCtl is the state of a path's QP pair, both ends.
@@ -517,6 +527,16 @@ func (f *Fabric) send(m *Msg) {
 	if v.Delay > 0 {
 		f.note(en, "%v path=%d delayed %v", m.Kind, q, bind.Time(v.Delay))
 	}
+	if l.holding {
+		l.held = append(l.held, heldMsg{m, v})
+		return
+	}
+	f.transmit(l, m, v)
+}
+
+// transmit puts m on link l now, behind what the link carries.
+func (f *Fabric) transmit(l *Link, m *Msg, v Verdict) {
+	en, q := m.From, m.Path
 	l.busy = max(l.busy, f.Now) + m.Size*l.PsPerByte/1000
 	arrive := max(l.busy+l.Latency+v.Delay, l.last)
 	l.last = arrive
@@ -532,6 +552,30 @@ func (f *Fabric) send(m *Msg) {
 	if v.Dup && m.Kind != MsgCell {
 		f.at(arrive+l.Latency, func() { f.deliver(m) })
 	}
+}
+
+// Hold makes the link from end from over path q keep what is posted on
+// it, in order, until Deliver lets it go: a QP whose messages are stuck
+// in the fabric, neither lost nor failed. A reset of the path flushes
+// them, as it flushes an RC QP.
+func (f *Fabric) Hold(from, q int) { f.Links[from][q].holding = true }
+
+// Deliver lets the first n messages (all, if n < 0) held on the link from
+// end from over path q go, in order, and ends the hold once none is
+// left held. It returns how many it let go.
+func (f *Fabric) Deliver(from, q, n int) int {
+	l := f.Links[from][q]
+	if n < 0 || n > len(l.held) {
+		n = len(l.held)
+	}
+	for _, h := range l.held[:n] {
+		f.transmit(l, h.m, h.v)
+	}
+	l.held = l.held[n:]
+	if len(l.held) == 0 {
+		l.holding = false
+	}
+	return n
 }
 
 func (f *Fabric) completeErr(en *End, q, epoch int, st verbs.Status) {
