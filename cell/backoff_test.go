@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/cell/celltest"
 )
 
 // slowPathOpts is a fabric whose every path takes about five times the
@@ -16,9 +17,9 @@ import (
 // restarts the cell from its first byte.
 func slowPathOpts(paths int, maxBackoff int) fabricOpts {
 	o := defaultOpts(paths)
-	o.cfg.InitialRTT = 20_000
-	o.cfg.MaxSoftBackoff = maxBackoff
-	o.psPerByte = slices.Repeat([]int64{31_000}, paths) // a 16 KiB cell: 508 µs
+	o.Config.InitialRTT = 20_000
+	o.Config.MaxSoftBackoff = maxBackoff
+	o.PsPerByte = slices.Repeat([]int64{31_000}, paths) // a 16 KiB cell: 508 µs
 	return o
 }
 
@@ -46,22 +47,22 @@ func TestSoftTimeoutBackoff(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTestFabric(t, slowPathOpts(tc.paths, tc.maxBackoff))
-			f.transfer(0, tc.cells*16<<10, true)
-			f.run(200 * ms)
-			a := f.ends[0].e
+			f.Transfer(0, tc.cells*16<<10, true)
+			f.Run(200 * ms)
+			a := f.Ends[0].Engine
 			if !tc.wantDone {
-				require.False(t, f.done(), "delivered at t=%dns", f.now)
+				require.False(t, f.Done(), "delivered at t=%dns", f.Now)
 				// Given up again and again: about one give-up per
 				// floor and reset on each path.
 				require.Greater(t, a.Stats().GiveUps, uint64(100*tc.paths))
 				return
 			}
-			require.True(t, f.done(), "ranges still open at t=%dns after %d give-ups", f.now, a.Stats().GiveUps)
-			f.runFor(f.now + 20*ms)
+			require.True(t, f.Done(), "ranges still open at t=%dns after %d give-ups", f.Now, a.Stats().GiveUps)
+			f.RunFor(f.Now + 20*ms)
 			requireDelivered(t, f)
 			require.GreaterOrEqual(t, a.Stats().GiveUps, uint64(3), "the first cell needs three")
 			require.LessOrEqual(t, a.Stats().GiveUps, uint64(3*tc.cells))
-			for _, c := range f.ends[0].resetCauses {
+			for _, c := range f.Ends[0].ResetCauses {
 				require.ErrorIs(t, c, cell.ErrSoftTimeout)
 			}
 			for q := range tc.paths {
@@ -80,42 +81,42 @@ func TestSoftTimeoutBackoff(t *testing.T) {
 // a dead path is found out as fast as ever.
 func TestSoftTimeoutBackoffIsPerCell(t *testing.T) {
 	o := defaultOpts(2)
-	o.cfg.InitialRTT = 20_000 // T_soft is the 100 µs floor
-	o.policyA = func() cell.Policy { return &cell.ECMP{} }
+	o.Config.InitialRTT = 20_000 // T_soft is the 100 µs floor
+	o.PolicyA = func() cell.Policy { return &cell.ECMP{} }
 	f := newTestFabric(t, o)
 	// Both paths hold cells 150 µs, once each: the first cell is given up
 	// on its path at 100 µs, then lands on the other in 150 µs, within
 	// the 200 µs its back-off allows.
 	held := map[int]bool{}
-	f.hook = func(m *msg) verdict {
-		if m.kind == mCell && !held[m.path] {
-			held[m.path] = true
-			return verdict{delay: 150 * us}
+	f.Hook = func(m *msg) verdict {
+		if m.Kind == celltest.MsgCell && !held[m.Path] {
+			held[m.Path] = true
+			return verdict{Delay: 150 * us}
 		}
 		return verdict{}
 	}
-	f.transfer(0, 16<<10, true)
-	f.run(50 * ms)
-	require.True(t, f.done())
-	a := f.ends[0]
-	require.Equal(t, uint64(1), a.e.Stats().GiveUps, "the re-post had twice the time")
-	first := a.posts[0].path
+	f.Transfer(0, 16<<10, true)
+	f.Run(50 * ms)
+	require.True(t, f.Done())
+	a := f.Ends[0]
+	require.Equal(t, uint64(1), a.Engine.Stats().GiveUps, "the re-post had twice the time")
+	first := a.Posts[0].Path
 
 	// The next cell goes to the same path (ECMP) and is held again: it is
 	// fresh, so it is given up at the floor, not at twice it.
-	f.hook = func(m *msg) verdict {
-		if m.kind == mCell && m.path == first {
-			return verdict{delay: 150 * us}
+	f.Hook = func(m *msg) verdict {
+		if m.Kind == celltest.MsgCell && m.Path == first {
+			return verdict{Delay: 150 * us}
 		}
 		return verdict{}
 	}
-	f.transfer(0, 16<<10, true)
-	f.run(f.now + 50*ms)
-	require.True(t, f.done())
+	f.Transfer(0, 16<<10, true)
+	f.Run(f.Now + 50*ms)
+	require.True(t, f.Done())
 	requireDelivered(t, f)
-	require.Equal(t, uint64(2), a.e.Stats().GiveUps)
-	require.Equal(t, first, a.posts[2].path)
-	cause := a.resetCauses[len(a.resetCauses)-1]
+	require.Equal(t, uint64(2), a.Engine.Stats().GiveUps)
+	require.Equal(t, first, a.Posts[2].Path)
+	cause := a.ResetCauses[len(a.ResetCauses)-1]
 	require.ErrorIs(t, cause, cell.ErrSoftTimeout)
 	require.Contains(t, cause.Error(), "no token for 100µs, T_soft 100µs, 1× for this cell")
 }

@@ -21,9 +21,12 @@
 //
 // A driver binds an engine to real QPs, a clock and the three rings (see
 // Ready for the order in which it acts on a batch); a network simulator
-// binds the same engine to simulated QPs on virtual time. The tests of
-// this package do the latter. Placement is behind the Policy interface:
-// Adaptive (the default), ECMP and Spray.
+// binds the same engine to simulated QPs on virtual time, and package
+// cell/celltest to a scripted fabric, on which the tests of this package
+// and its protocol scenarios (testdata/*.txt) run. What every binding
+// must get right alike (the order of a batch, the token ring, the reset
+// contract) is package cell/bind, which all three use. Placement is
+// behind the Policy interface: Adaptive (the default), ECMP and Spray.
 //
 // # Flowcells and their chains
 //

@@ -194,6 +194,9 @@ func (e *Engine) Path(i int) PathInfo {
 	return e.paths[i].info()
 }
 
+// Config returns the engine's configuration, defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
 // Policy returns the placement policy in use.
 func (e *Engine) Policy() Policy { return e.policy }
 

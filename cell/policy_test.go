@@ -46,17 +46,17 @@ func TestPolicies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := defaultOpts(paths)
-			o.psPerByte = []int64{1000, 1000, 1000, 10000}
-			o.policyA = tc.pol
+			o.PsPerByte = []int64{1000, 1000, 1000, 10000}
+			o.PolicyA = tc.pol
 			f := newTestFabric(t, o)
 			for range 256 {
-				f.transfer(0, 64<<10, true)
+				f.Transfer(0, 64<<10, true)
 			}
 			settle(t, f)
 			requireDelivered(t, f)
-			require.Zero(t, f.ends[0].e.Stats().GiveUps, "no path was given up: the comparison is about load alone")
-			require.Equal(t, tc.pol().Name(), f.ends[0].e.Policy().Name())
-			tc.check(t, f.ends[0].bytesOn(), f.ends[0].cellsOn(), 256*64<<10)
+			require.Zero(t, f.Ends[0].Engine.Stats().GiveUps, "no path was given up: the comparison is about load alone")
+			require.Equal(t, tc.pol().Name(), f.Ends[0].Engine.Policy().Name())
+			tc.check(t, f.Ends[0].BytesOn(), f.Ends[0].CellsOn(), 256*64<<10)
 		})
 	}
 }
@@ -135,22 +135,22 @@ func ecmpPath(key uint64, n int) int {
 // cells waited in, which must not keep it out once it drains.
 func TestAdaptiveRecoveredPathGetsItsShare(t *testing.T) {
 	o := defaultOpts(2)
-	o.cfg.CellSize, o.cfg.RecvDepth, o.cfg.MaxRanges, o.cfg.Window = 64<<10, 64, 64, 1024
-	o.psPerByte = []int64{1000, 3000}
-	o.policyA = func() cell.Policy { return &cell.Adaptive{} }
+	o.Config.CellSize, o.Config.RecvDepth, o.Config.MaxRanges, o.Config.Window = 64<<10, 64, 64, 1024
+	o.PsPerByte = []int64{1000, 3000}
+	o.PolicyA = func() cell.Policy { return &cell.Adaptive{} }
 	f := newTestFabric(t, o)
 	for range 16 {
-		f.transfer(0, 4<<20, true)
+		f.Transfer(0, 4<<20, true)
 	}
 	settle(t, f)
-	f.links[0][1].psPerByte = 1000 // path 1 is as fast as path 0 now
-	before := f.ends[0].bytesOn()
+	f.Links[0][1].PsPerByte = 1000 // path 1 is as fast as path 0 now
+	before := f.Ends[0].BytesOn()
 	for range 64 {
-		f.transfer(0, 1<<20, true)
+		f.Transfer(0, 1<<20, true)
 		settle(t, f)
 	}
 	requireDelivered(t, f)
-	after := f.ends[0].bytesOn()
+	after := f.Ends[0].BytesOn()
 	share := float64(after[1]-before[1]) / float64(64<<20)
 	require.Greater(t, share, 0.35, "path 1 carried %.1f%% after it recovered (fair share 50%%)", 100*share)
 }
@@ -160,23 +160,23 @@ func TestAdaptiveRecoveredPathGetsItsShare(t *testing.T) {
 // samples up, not only down.
 func TestAdaptiveAvoidsPathThatSlowsDown(t *testing.T) {
 	o := defaultOpts(4)
-	o.cfg.CellSize, o.cfg.RecvDepth, o.cfg.MaxRanges, o.cfg.Window = 64<<10, 64, 64, 1024
-	o.cfg.MinSoftTimeout = durNS(100 * ms) // slow, not failed: only placement may avoid it
-	o.policyA = func() cell.Policy { return &cell.Adaptive{} }
+	o.Config.CellSize, o.Config.RecvDepth, o.Config.MaxRanges, o.Config.Window = 64<<10, 64, 64, 1024
+	o.Config.MinSoftTimeout = durNS(100 * ms) // slow, not failed: only placement may avoid it
+	o.PolicyA = func() cell.Policy { return &cell.Adaptive{} }
 	f := newTestFabric(t, o)
 	for range 16 {
-		f.transfer(0, 4<<20, true)
+		f.Transfer(0, 4<<20, true)
 	}
 	settle(t, f)
-	f.links[0][3].latency += 5 * ms // about ten times the loaded RTT
-	before := f.ends[0].bytesOn()
+	f.Links[0][3].Latency += 5 * ms // about ten times the loaded RTT
+	before := f.Ends[0].BytesOn()
 	for range 64 {
-		f.transfer(0, 1<<20, true)
+		f.Transfer(0, 1<<20, true)
 	}
 	settle(t, f)
 	requireDelivered(t, f)
-	require.Zero(t, f.ends[0].e.Stats().GiveUps)
-	after := f.ends[0].bytesOn()
+	require.Zero(t, f.Ends[0].Engine.Stats().GiveUps)
+	after := f.Ends[0].BytesOn()
 	share := float64(after[3]-before[3]) / float64(64<<20)
 	require.Less(t, share, 0.125, "the slowed path carried %.1f%% (fair share 25%%)", 100*share)
 }

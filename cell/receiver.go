@@ -197,7 +197,7 @@ func (e *Engine) arrived(p *path, recv uint64, id uint32) {
 		e.stats.NACKsSent++
 	}
 	e.stats.TokensSent++
-	e.rd.Tokens = append(e.rd.Tokens, TokenWrite{Path: p.idx, Slot: int(id & e.rcv.idMask),
+	e.rd.Tokens = append(e.rd.Tokens, TokenWrite{Path: p.idx, Slot: TokenSlot(id, e.cfg.Window),
 		Token: Token{ID: id, Path: p.idx, Status: st, RxTime: e.now}})
 }
 

@@ -7,22 +7,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/cell/celltest"
 )
 
-// trace is what a scenario shows of its engines: every post, token,
-// reset and event, in order, and the final counters.
+// trace is what a scenario shows of its engines: the fabric's trace of
+// every input and output, in order, and the final counters and paths.
 func trace(f *fabric) string {
-	var out string
-	for _, en := range f.ends {
-		for _, p := range en.posts {
-			out += fmt.Sprintf("%s post t=%d path %d cell %d n %d\n", en.name, p.at, p.path, p.id, p.n)
-		}
-		for _, l := range en.log {
-			out += fmt.Sprintf("%s t=%d %s\n", en.name, l.at, l.what)
-		}
-		out += fmt.Sprintf("%s tokens %v stats %+v\n", en.name, en.tokenArrivals, en.e.Stats())
-		for q := range f.opts.paths {
-			out += fmt.Sprintf("%s path %d %+v\n", en.name, q, en.e.Path(q))
+	out := f.Trace.String()
+	for _, en := range f.Ends {
+		out += fmt.Sprintf("%s tokens %v stats %+v\n", en.Name, en.TokenArrivals, en.Engine.Stats())
+		for q := range f.Opts.Paths {
+			out += fmt.Sprintf("%s path %d %+v\n", en.Name, q, en.Engine.Path(q))
 		}
 	}
 	return out
@@ -34,21 +29,21 @@ func lossyScenario(t *testing.T, o fabricOpts) string {
 	t.Helper()
 	f := newTestFabric(t, o)
 	n, dropped := 0, false
-	f.hook = func(m *msg) verdict {
+	f.Hook = func(m *msg) verdict {
 		n++
 		switch {
-		case m.kind == mToken && n > 6 && !dropped:
+		case m.Kind == celltest.MsgToken && n > 6 && !dropped:
 			dropped = true
-			return verdict{drop: true}
+			return verdict{Drop: true}
 		case n == 11:
-			return verdict{fail: m.kind == mCell}
+			return verdict{Fail: m.Kind == celltest.MsgCell}
 		}
 		return verdict{}
 	}
 	for _, sz := range []int64{100 << 10, 5, 70 << 10} {
-		f.transfer(0, sz, true)
+		f.Transfer(0, sz, true)
 	}
-	f.transfer(1, 40<<10, false)
+	f.Transfer(1, 40<<10, false)
 	settle(t, f)
 	requireDelivered(t, f)
 	return trace(f)
@@ -67,12 +62,12 @@ func TestResetIsNew(t *testing.T) {
 		{"same configuration", base},
 		{"from more paths and a larger window", func() fabricOpts {
 			o := defaultOpts(6)
-			o.cfg.Window, o.cfg.RecvDepth, o.cfg.MaxRanges = 256, 32, 32
+			o.Config.Window, o.Config.RecvDepth, o.Config.MaxRanges = 256, 32, 32
 			return o
 		}()},
 		{"from fewer paths and a smaller window", func() fabricOpts {
 			o := defaultOpts(1)
-			o.cfg.Window, o.cfg.RecvDepth, o.cfg.MaxRanges = 8, 2, 2
+			o.Config.Window, o.Config.RecvDepth, o.Config.MaxRanges = 8, 2, 2
 			return o
 		}()},
 		{"from soft-timeout back-off", slowPathOpts(4, 0)},
@@ -80,13 +75,13 @@ func TestResetIsNew(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dirty := newTestFabric(t, tc.dirty)
 			for _, sz := range []int64{300 << 10, 1, 64 << 10} {
-				dirty.transfer(0, sz, true)
-				dirty.transfer(1, sz/2, false)
+				dirty.Transfer(0, sz, true)
+				dirty.Transfer(1, sz/2, false)
 			}
 			// Stopped mid-flight: cells out, paths down, ranges open.
-			dirty.run(400 * us)
+			dirty.Run(400 * us)
 			o := base
-			o.reuse = [2]*cell.Engine{dirty.ends[0].e, dirty.ends[1].e}
+			o.Reuse = [2]*cell.Engine{dirty.Ends[0].Engine, dirty.Ends[1].Engine}
 			require.Equal(t, want, lossyScenario(t, o))
 		})
 	}

@@ -21,28 +21,28 @@ func TestAdaptiveCellSize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := defaultOpts(2)
-			o.latency = 50 * us
-			o.cfg.CellSize = 0
-			o.cfg.MinCellSize, o.cfg.MaxCellSize, o.cfg.InitialCellSize = tc.min, tc.max, 16<<10
-			o.cfg.InitialRTT = durNS(1000 * us)
+			o.Latency = 50 * us
+			o.Config.CellSize = 0
+			o.Config.MinCellSize, o.Config.MaxCellSize, o.Config.InitialCellSize = tc.min, tc.max, 16<<10
+			o.Config.InitialRTT = durNS(1000 * us)
 			f := newTestFabric(t, o)
-			x := f.transfer(0, 8<<20, true)
+			x := f.Transfer(0, 8<<20, true)
 			settle(t, f)
 			requireDelivered(t, f)
-			posts := f.ends[0].posts
-			require.Equal(t, max(int64(16<<10), tc.min), posts[0].n, "the first cell, before any measurement")
+			posts := f.Ends[0].Posts
+			require.Equal(t, max(int64(16<<10), tc.min), posts[0].N, "the first cell, before any measurement")
 			last := posts[len(posts)-1]
 			var total int64
 			for _, p := range posts {
-				total += p.n
+				total += p.N
 			}
-			require.Equal(t, x.n, total)
+			require.Equal(t, x.N, total)
 			for _, p := range posts[len(posts)/2 : len(posts)-1] {
-				require.Zero(t, p.n%4096, "whole MTUs")
-				require.GreaterOrEqual(t, p.n, tc.lo)
-				require.LessOrEqual(t, p.n, tc.hi)
+				require.Zero(t, p.N%4096, "whole MTUs")
+				require.GreaterOrEqual(t, p.N, tc.lo)
+				require.LessOrEqual(t, p.N, tc.hi)
 			}
-			require.LessOrEqual(t, last.n, tc.hi)
+			require.LessOrEqual(t, last.N, tc.hi)
 		})
 	}
 }

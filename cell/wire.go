@@ -26,6 +26,11 @@ const (
 	FinalSize = 16
 )
 
+// TokenSlot is the slot of a sender's token ring (of window slots, a
+// power of two) that the token of cell id goes into: the receiver
+// writes it there (TokenWrite.Slot), the sender looks for it there.
+func TokenSlot(id uint32, window int) int { return int(id & uint32(window-1)) }
+
 const (
 	markToken = 0xC7
 	markGrant = 0xC6

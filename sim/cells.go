@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/cell/bind"
 	"github.com/rdmacell/rdmacell/verbs"
 )
 
@@ -42,16 +43,20 @@ type cellDriver struct {
 	// spare holds the engines of closed connections, to Reset for new
 	// ones: building two per flow was about 15 % of a run.
 	spare []*cell.Engine
+	// act is the actor of the batch being drained.
+	act cellActor
 }
 
 type conn struct {
-	flow      int32
-	gen       int32 // incarnation of the slot: stale events are ignored
-	eng       [2]*cell.Engine
-	qp        []int32 // [path·2 + end]: the QP end writes on
-	tickAt    [2]int64
-	resetting []bool
-	sent      bool // the flow was handed to the sender
+	flow   int32
+	gen    int32 // incarnation of the slot: stale events are ignored
+	eng    [2]*cell.Engine
+	qp     []int32 // [path·2 + end]: the QP end writes on
+	tickAt [2]int64
+	// paths[p] says whether path p's QP pair is being reset; both ends
+	// are reset as one. Tokens travel as messages: no token rings.
+	paths []bind.Path
+	sent  bool // the flow was handed to the sender
 	// active says an end is in its host's round robin, rr which of its
 	// QPs it serves next. pend[end] has bit p set when path p's QP at
 	// that end may have packets to send (set when one is activated,
@@ -214,14 +219,14 @@ func (d *cellDriver) newConn(src, dst int32) int32 {
 		ci = d.free[n-1]
 		d.free = d.free[:n-1]
 	} else {
-		d.conns = append(d.conns, conn{qp: make([]int32, 2*s.cfg.Paths), resetting: make([]bool, s.cfg.Paths)})
+		d.conns = append(d.conns, conn{qp: make([]int32, 2*s.cfg.Paths), paths: make([]bind.Path, s.cfg.Paths)})
 		ci = int32(len(d.conns) - 1)
 	}
 	c := &d.conns[ci]
 	c.gen = (c.gen + 1) & 0x7fff
 	c.tickAt, c.sent, c.done = [2]int64{}, false, [2]bool{}
 	c.active, c.rr, c.pend, c.notBefore = [2]bool{}, [2]int{}, [2]uint64{}, [2]int64{}
-	clear(c.resetting)
+	clear(c.paths)
 	c.grants = c.grants[:0]
 	for e := range 2 {
 		if e == 0 && d.pair == nil {
@@ -381,46 +386,19 @@ func (d *cellDriver) trySend(ci, i int32) bool {
 	return true
 }
 
-// drain acts on an engine's Ready in its documented order. Engine inputs
-// it leads to (more sends, more receives) come after, as new inputs.
+// drain acts on an engine's Ready in its documented order (bind.Act).
+// Engine inputs it leads to (more sends, more receives) come after, as
+// new inputs.
 func (d *cellDriver) drain(ci, end int32) {
 	s := d.s
 	c := &d.conns[ci]
-	rd := c.eng[end].Ready()
-	for _, r := range rd.Resets {
-		d.reset(ci, int32(r.Path), end)
-	}
-	for _, p := range rd.Posts {
-		var n int64
-		for wr := p.WR; wr != nil; wr = wr.Next {
-			for _, sg := range wr.SGL {
-				n += int64(sg.Length)
-			}
-		}
-		s.post(c.qp[2*p.Path+int(end)], msg{kind: mCell, bytes: max(n, 1), imm: p.Cell})
-	}
-	for _, t := range rd.Tokens {
-		s.post(c.qp[2*t.Path+int(end)], msg{kind: mToken, bytes: cell.TokenSize, tok: t.Token})
-	}
-	for _, g := range rd.Grants {
-		s.post(c.qp[2*g.Path+int(end)], msg{kind: mGrant, bytes: cell.GrantSize, grant: g.Grant})
-	}
-	for _, f := range rd.Finals {
-		s.post(c.qp[2*f.Path+int(end)], msg{kind: mFinal, bytes: cell.FinalSize, fin: f.Final})
-	}
-	recvd, sent := 0, 0
-	for _, ev := range rd.Events {
-		switch {
-		case ev.Err != nil:
-		case ev.Kind == cell.Sent:
-			s.flowDone(int32(ev.Tag))
-			sent++
-		case ev.Kind == cell.Received:
-			s.flowArrived(int32(ev.Tag))
-			recvd++
-		}
-		c.done[end] = true
-	}
+	// No output reenters drain; the actor is kept as it was all the
+	// same, and lives in d so that handing it to Act allocates nothing.
+	outer := d.act
+	d.act = cellActor{d: d, c: c, ci: ci, end: end}
+	rd := bind.Act(c.eng[end], &d.act)
+	recvd, sent := d.act.recvd, d.act.sent
+	d.act = outer
 	if c.queue == nil && c.done[0] && c.done[1] {
 		d.close(ci)
 		return
@@ -446,6 +424,57 @@ func (d *cellDriver) drain(ci, end int32) {
 			d.drain(ci, 0)
 		}
 	}
+}
+
+// cellActor acts on a batch of end end of connection ci (bind.Actor):
+// receives are the simulated QPs' concern, not the driver's, and the
+// engines never fail (no path is ever closed).
+type cellActor struct {
+	d           *cellDriver
+	c           *conn
+	ci, end     int32
+	recvd, sent int
+}
+
+func (a *cellActor) PostRecv(*cell.RecvPost) {}
+
+func (a *cellActor) StartReset(r *cell.Reset) { a.d.reset(a.ci, int32(r.Path), a.end) }
+
+func (a *cellActor) PostCell(p *cell.Post) {
+	var n int64
+	for wr := p.WR; wr != nil; wr = wr.Next {
+		for _, sg := range wr.SGL {
+			n += int64(sg.Length)
+		}
+	}
+	a.d.s.post(a.c.qp[2*p.Path+int(a.end)], msg{kind: mCell, bytes: max(n, 1), imm: p.Cell})
+}
+
+func (a *cellActor) WriteToken(t *cell.TokenWrite) {
+	a.d.s.post(a.c.qp[2*t.Path+int(a.end)], msg{kind: mToken, bytes: cell.TokenSize, tok: t.Token})
+}
+
+func (a *cellActor) WriteGrant(g *cell.GrantWrite) {
+	a.d.s.post(a.c.qp[2*g.Path+int(a.end)], msg{kind: mGrant, bytes: cell.GrantSize, grant: g.Grant})
+}
+
+func (a *cellActor) WriteFinal(f *cell.FinalWrite) {
+	a.d.s.post(a.c.qp[2*f.Path+int(a.end)], msg{kind: mFinal, bytes: cell.FinalSize, fin: f.Final})
+}
+
+func (a *cellActor) Failed(error) {}
+
+func (a *cellActor) Event(ev *cell.Event) {
+	switch {
+	case ev.Err != nil:
+	case ev.Kind == cell.Sent:
+		a.d.s.flowDone(int32(ev.Tag))
+		a.sent++
+	case ev.Kind == cell.Received:
+		a.d.s.flowArrived(int32(ev.Tag))
+		a.recvd++
+	}
+	a.c.done[a.end] = true
 }
 
 // deliver feeds a message that landed at the responder of QP q.
@@ -483,10 +512,9 @@ func (d *cellDriver) deliver(q *qp, m *msg) {
 func (d *cellDriver) reset(ci, p, end int32) {
 	s := d.s
 	c := &d.conns[ci]
-	if c.resetting[p] {
+	if !c.paths[p].StartReset() {
 		return
 	}
-	c.resetting[p] = true
 	c.notBefore = [2]int64{}
 	s.st.PathResets++
 	for k := range 2 {
@@ -532,7 +560,7 @@ func (d *cellDriver) event(e *event) {
 		d.drain(ci, end)
 	case evPathUp:
 		p := e.b & 0xffff
-		c.resetting[p] = false
+		c.paths[p].EndReset(s.now, nil, int(p))
 		for k := range 2 {
 			q := &s.qps[c.qp[2*int(p)+k]]
 			q.dead = false

@@ -1,70 +1,27 @@
 package driver
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/cell/bind"
 	"github.com/rdmacell/rdmacell/verbs"
 )
 
-// drainLocked acts on the engine's outputs in the order Ready documents,
-// then reports the paths whose posts failed, which yields another batch.
-// Nothing here blocks or allocates.
+// drainLocked acts on the engine's outputs in the order Ready documents
+// (bind.Act), then reports the paths whose posts failed, which yields
+// another batch. Nothing here blocks or allocates.
 func (c *Conn) drainLocked() {
 	for c.fed {
 		c.fed = false
-		rd := c.eng.Ready()
-		for i := range rd.Recvs {
-			r := &rd.Recvs[i]
-			if p := c.paths[r.Path]; !p.closed {
-				if _, err := p.qp.PostRecv(r.WR); err != nil {
-					c.postFailedLocked(p, err)
-				}
-			}
-		}
-		for i := range rd.Resets {
-			c.startResetLocked(&rd.Resets[i])
-		}
-		for i := range rd.Posts {
-			c.postCellLocked(&rd.Posts[i])
-		}
-		for i := range rd.Tokens {
-			t := &rd.Tokens[i]
-			if t.Slot < c.lay.window {
-				st := c.lay.stTokenOff(t.Path, t.Slot)
-				cell.PutToken(c.stage[st:], t.Token)
-				c.writeRecordLocked(t.Path, st, cell.TokenSize, c.lay.tokenOff(t.Path, t.Slot), 0)
-			}
-		}
-		for i := range rd.Grants {
-			g := &rd.Grants[i]
-			if g.Slot < c.lay.ranges {
-				st := c.lay.stGrantOff(g.Path, g.Slot)
-				cell.PutGrant(c.stage[st:], g.Grant)
-				c.writeRecordLocked(g.Path, st, cell.GrantSize, c.lay.grantOff(g.Slot), wrWatched)
-			}
-		}
-		for i := range rd.Finals {
-			f := &rd.Finals[i]
-			if f.Slot < c.lay.ranges {
-				st := c.lay.stFinalOff(f.Path, f.Slot)
-				cell.PutFinal(c.stage[st:], f.Final)
-				c.writeRecordLocked(f.Path, st, cell.FinalSize, c.lay.finalOff(f.Slot), wrWatched|wrBell)
-			}
+		rd := bind.Act(c.eng, (*actor)(c))
+		if c.trace && !rd.Empty() {
+			c.log.Log(context.Background(), LevelTrace, "cell driver: batch", "peer", c.cfg.Peer,
+				"t", bind.Time(c.now()), "outputs", bind.FormatReady(rd, "; "))
 		}
 		c.deadline = rd.Deadline
-		if err := c.eng.Err(); err != nil {
-			// No path is left: close every QP before the failed ranges
-			// are handed back, so that nothing lands in them after.
-			c.failLocked(err)
-		}
-		for i := range rd.Events {
-			ev := &rd.Events[i]
-			if o := c.ops.take(ev.Tag); o != nil {
-				o.complete(ev.Len, ev.Err)
-			}
-		}
 		if c.err != nil {
 			c.failAllLocked(c.err) // the engine failed those it had
 			return
@@ -86,6 +43,59 @@ func (c *Conn) drainLocked() {
 	}
 }
 
+// actor is a Conn acting on a batch (bind.Actor), with c.mu held.
+type actor Conn
+
+func (a *actor) PostRecv(r *cell.RecvPost) {
+	c := (*Conn)(a)
+	if p := c.paths[r.Path]; !p.closed {
+		if _, err := p.qp.PostRecv(r.WR); err != nil {
+			c.postFailedLocked(p, err)
+		}
+	}
+}
+
+func (a *actor) StartReset(r *cell.Reset) { (*Conn)(a).startResetLocked(r) }
+
+func (a *actor) PostCell(post *cell.Post) { (*Conn)(a).postCellLocked(post) }
+
+func (a *actor) WriteToken(t *cell.TokenWrite) {
+	c := (*Conn)(a)
+	if t.Slot < c.lay.window {
+		st := c.lay.stTokenOff(t.Path, t.Slot)
+		cell.PutToken(c.stage[st:], t.Token)
+		c.writeRecordLocked(t.Path, st, cell.TokenSize, c.lay.tokenOff(t.Path, t.Slot), 0)
+	}
+}
+
+func (a *actor) WriteGrant(g *cell.GrantWrite) {
+	c := (*Conn)(a)
+	if g.Slot < c.lay.ranges {
+		st := c.lay.stGrantOff(g.Path, g.Slot)
+		cell.PutGrant(c.stage[st:], g.Grant)
+		c.writeRecordLocked(g.Path, st, cell.GrantSize, c.lay.grantOff(g.Slot), wrWatched)
+	}
+}
+
+func (a *actor) WriteFinal(f *cell.FinalWrite) {
+	c := (*Conn)(a)
+	if f.Slot < c.lay.ranges {
+		st := c.lay.stFinalOff(f.Path, f.Slot)
+		cell.PutFinal(c.stage[st:], f.Final)
+		c.writeRecordLocked(f.Path, st, cell.FinalSize, c.lay.finalOff(f.Slot), wrWatched|wrBell)
+	}
+}
+
+// Failed closes every QP before the failed ranges are handed back, so
+// that nothing lands in them after.
+func (a *actor) Failed(err error) { (*Conn)(a).failLocked(err) }
+
+func (a *actor) Event(ev *cell.Event) {
+	if o := (*Conn)(a).ops.take(ev.Tag); o != nil {
+		o.complete(ev.Len, ev.Err)
+	}
+}
+
 // postCellLocked posts a cell's chain and remembers its id, whose token
 // the path's ring will carry.
 func (c *Conn) postCellLocked(post *cell.Post) {
@@ -93,7 +103,7 @@ func (c *Conn) postCellLocked(post *cell.Post) {
 	if p.closed {
 		return
 	}
-	p.fifo.push(post.Cell)
+	p.Tokens.Posted(post.Cell)
 	if _, err := p.qp.PostSend(post.WR); err != nil {
 		c.postFailedLocked(p, err)
 		return
@@ -165,7 +175,7 @@ func recordWRID(q int, n uint64) uint64 {
 // moving. The engine writes the records again on another path.
 func (c *Conn) watchRecordsLocked(now int64) {
 	for _, p := range c.paths {
-		if p.records.n == 0 || p.closed || p.resetting {
+		if p.records.n == 0 || p.closed || p.Resetting() {
 			continue
 		}
 		soft := int64(c.eng.Path(p.idx).SoftTimeout)
@@ -193,7 +203,7 @@ func (c *Conn) recordsOutLocked() bool {
 // reset or closed that is expected; on a working one the engine is told
 // once the batch is done.
 func (c *Conn) postFailedLocked(p *path, err error) {
-	if p.resetting || p.closed || c.failed&(1<<p.idx) != 0 {
+	if p.Resetting() || p.closed || c.failed&(1<<p.idx) != 0 {
 		return
 	}
 	c.failed |= 1 << p.idx

@@ -53,9 +53,17 @@ type Config struct {
 	// the monotonic time since Dial). Tests may substitute their own.
 	Clock func() int64
 	// Logger receives path resets and failures at debug and warn level
-	// (default slog.Default()).
+	// (default slog.Default()), and every batch of the engine's outputs
+	// at LevelTrace, if it takes that level.
 	Logger *slog.Logger
 }
+
+// LevelTrace is the level below debug at which a Conn logs every batch
+// of its engine's outputs as it acts on them, in the format of
+// bind.Trace: a history of what this end did, for a protocol problem
+// that only a real provider shows. A logger at debug level does not take
+// it; it costs a clean run one check per batch.
+const LevelTrace = slog.LevelDebug - 4
 
 // Driver defaults; see Config.
 const (

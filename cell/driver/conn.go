@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/cell/bind"
 	"github.com/rdmacell/rdmacell/verbs"
 )
 
@@ -16,6 +17,7 @@ import (
 type Conn struct {
 	cfg      resolved
 	log      *slog.Logger
+	trace    bool // log every batch at LevelTrace
 	provider string
 	lay      layout
 
@@ -99,20 +101,20 @@ type path struct {
 	// held while taking Conn.mu.
 	qmu sync.Mutex
 
-	gen       uint32 // incarnation agreed with the peer
-	resetting bool
-	target    uint32 // the incarnation a reset under way brings up
-	inbox     chan ctlMsg
-	early     *ctlMsg // the peer's next reset, come before ours finished
+	// Path is whether the path is being reset or closed for good, and
+	// its section of the token ring.
+	bind.Path
+	gen    uint32 // incarnation agreed with the peer
+	target uint32 // the incarnation a reset under way brings up
+	inbox  chan ctlMsg
+	early  *ctlMsg // the peer's next reset, come before ours finished
 	// abandon ends the attempt under way (a no-op once its worker is
 	// done).
 	abandon  context.CancelCauseFunc
-	failures int  // attempts in a row that failed after both QPs left ERR
-	probing  bool // reset with the peer; its probe is on the way
-	closed   bool // closed or being closed: post nothing
-	dead     bool
+	failures int            // attempts in a row that failed after both QPs left ERR
+	probing  bool           // reset with the peer; its probe is on the way
+	closed   bool           // closed or being closed: post nothing
 	refill   []verbs.RecvWR // the receives of the reset under way
-	fifo     fifo[uint32]   // cells posted and not yet acknowledged
 	writes   uint64         // ring writes posted, to signal every signalEvery
 	// records holds when each grant or final written on the path and not
 	// yet completed was posted, oldest first (see watchRecordsLocked).

@@ -329,7 +329,7 @@ func (c *Conn) laneDownLocked(l *lane, cause error) {
 		c.log.Warn("cell driver: control channel failed; paths can no longer be reset", "peer", c.cfg.Peer, "err", cause)
 	}
 	for _, p := range c.paths {
-		if p.resetting {
+		if p.Resetting() {
 			p.notify(ctlMsg{kind: msgCtlDown, path: p.idx, err: k.err})
 		}
 	}

@@ -19,6 +19,7 @@ func Dial(ctx context.Context, cfg Config, ex Exchanger) (*Conn, error) {
 	c := &Conn{
 		cfg:      r,
 		log:      r.Logger,
+		trace:    r.Logger.Enabled(context.Background(), LevelTrace),
 		provider: r.Device.Provider(),
 		lay:      newLayout(r.Paths, r.eng.Window, r.eng.MaxRanges),
 		exited:   make(chan struct{}),
@@ -131,7 +132,7 @@ func (c *Conn) build() (*setupInfo, error) {
 			return nil, fail(fmt.Sprintf("create qp of path %d", i), err)
 		}
 		p := &path{idx: i, qp: q, qpn: q.Num(), refill: make([]verbs.RecvWR, r.eng.RecvDepth)}
-		p.fifo.init(r.eng.RecvDepth)
+		p.Tokens.Init(c.ring[c.lay.tokenOff(i, 0):c.lay.tokenOff(i+1, 0)], c.lay.window, r.eng.RecvDepth)
 		p.records.init(r.maxSendWR())
 		c.paths = append(c.paths, p)
 		c.qpns = append(c.qpns, p.qpn)

@@ -31,7 +31,10 @@
 // One goroutine per connection polls the CQ (cells arriving, failed
 // requests, control messages) and the rings the peer writes (tokens,
 // grants, finals), feeds the engine, ticks it by its deadline and acts on
-// its outputs in the order Ready documents. Callers posting a range act
+// its outputs in the order Ready documents, through package cell/bind as
+// every binding of the engine does (bind.Act, bind.TokenRing, bind.Path).
+// A logger that takes LevelTrace gets every batch, in bind.Trace's
+// format. Callers posting a range act
 // on the resulting outputs themselves, so a range starts without waiting
 // for that goroutine. While ranges are in flight it polls (only where
 // polling does work: not over a verbs.PassiveCQ, such as tcp's), then

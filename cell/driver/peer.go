@@ -15,24 +15,24 @@ func (c *Conn) dispatchLocked(now int64, m ctlMsg) {
 		return
 	}
 	p := c.paths[m.path]
-	if p.dead {
+	if p.Dead() {
 		return
 	}
 	switch {
 	case m.kind == msgDead:
-		if p.resetting {
+		if p.Resetting() {
 			p.notify(m)
 		} else if !p.closed {
 			c.killPathLocked(now, p, ErrPeerDead)
 		}
-	case p.resetting && m.gen == p.target:
+	case p.Resetting() && m.gen == p.target:
 		p.notify(m)
-	case m.kind == msgEP && p.resetting && m.gen == p.target+1:
+	case m.kind == msgEP && p.Resetting() && m.gen == p.target+1:
 		// The peer began the next incarnation: it finished ours before we
 		// applied it, or gave ours up. Ours is over either way.
 		p.early = &m
 		p.abandon(errAbandoned)
-	case m.kind == msgEP && !p.resetting && m.gen == p.gen+1:
+	case m.kind == msgEP && !p.Resetting() && m.gen == p.gen+1:
 		if p.probing {
 			// The path is back, and the peer already wants it reset.
 			c.readmitLocked(now, p)
@@ -43,7 +43,7 @@ func (c *Conn) dispatchLocked(now int64, m ctlMsg) {
 		_ = c.eng.PathFailed(now, p.idx, cause)
 		c.fed = true
 		c.drainLocked()
-		if p.resetting && m.gen == p.target {
+		if p.Resetting() && m.gen == p.target {
 			p.notify(m)
 		}
 	default:
@@ -58,9 +58,7 @@ func (c *Conn) killPathLocked(now int64, p *path, cause error) {
 	p.qmu.Lock()
 	_ = p.qp.Close()
 	p.qmu.Unlock()
-	p.dead = true
-	p.fifo.reset()
-	_ = c.eng.PathDead(now, p.idx, &PathError{Peer: c.cfg.Peer, Path: p.idx, QPN: p.qpn, Op: "close", Err: cause})
+	p.Kill(now, c.eng, p.idx, &PathError{Peer: c.cfg.Peer, Path: p.idx, QPN: p.qpn, Op: "close", Err: cause})
 	c.fed = true
 	c.counters.dead++
 }
@@ -70,8 +68,8 @@ func (c *Conn) killPathLocked(now int64, p *path, cause error) {
 func (c *Conn) peerGoneLocked(now int64) {
 	for _, p := range c.paths {
 		switch {
-		case p.dead:
-		case p.resetting:
+		case p.Dead():
+		case p.Resetting():
 			p.notify(ctlMsg{kind: msgDead, path: p.idx})
 		case !p.closed:
 			c.killPathLocked(now, p, ErrPeerClosed)

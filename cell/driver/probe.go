@@ -123,7 +123,7 @@ func keepaliveWRID(q int) uint64 { return wrKindProbe | 2<<48 | uint64(q)<<32 }
 func (c *Conn) keepaliveLocked(now int64) {
 	probed := false
 	for _, p := range c.paths {
-		if p.closed || p.resetting || p.probing || now-p.lastSeen < int64(keepaliveIdle) {
+		if p.closed || p.Resetting() || p.probing || now-p.lastSeen < int64(keepaliveIdle) {
 			continue
 		}
 		if probed && c.ops.sends == 0 {

@@ -55,7 +55,7 @@ const minResetBackoff = 10 * time.Millisecond
 // under way (the peer asked first) or the path is closed.
 func (c *Conn) startResetLocked(r *cell.Reset) {
 	p := c.paths[r.Path]
-	if p.resetting || p.closed || c.err != nil {
+	if p.closed || c.err != nil || !p.StartReset() {
 		return
 	}
 	// The engine may reuse the chain's storage after this batch; the
@@ -68,7 +68,7 @@ func (c *Conn) startResetLocked(r *cell.Reset) {
 		}
 		n++
 	}
-	p.resetting, p.target = true, p.gen+1
+	p.target = p.gen + 1
 	p.inbox = make(chan ctlMsg, 4)
 	ctx, cancel := context.WithTimeoutCause(c.life, c.cfg.ResetTimeout, fmt.Errorf("%w: within %v", ErrResetTimeout, c.cfg.ResetTimeout))
 	ctx, abandon := context.WithCancelCause(ctx)
@@ -214,23 +214,14 @@ func awaitMsg(ctx context.Context, inbox chan ctlMsg, kind msgKind) (ctlMsg, err
 func (c *Conn) applyQuietsLocked(now int64, n int) {
 	for _, r := range c.quiets[:n] {
 		p := c.paths[r.path]
-		if c.err != nil || !p.resetting || p.target != r.gen {
+		if c.err != nil || !p.Resetting() || p.target != r.gen {
 			continue
 		}
-		c.dropTokensLocked(now, p)
-		_ = c.eng.PathQuiet(now, p.idx)
+		c.tokensFoundLocked(now, p, p.Quiet(now, c.eng, p.idx))
+		p.records.reset()
 		c.fed = true
 	}
 	c.quiets = append(c.quiets[:0], c.quiets[n:]...)
-}
-
-// dropTokensLocked feeds the last tokens of path p's old incarnation and
-// clears its ring for the new one.
-func (c *Conn) dropTokensLocked(now int64, p *path) {
-	c.pollTokensLocked(now, p)
-	p.fifo.reset()
-	p.records.reset()
-	clear(c.ring[c.lay.tokenOff(p.idx, 0):c.lay.tokenOff(p.idx+1, 0)])
 }
 
 // applyResetsLocked applies the first n results of the reset workers.
@@ -242,8 +233,9 @@ func (c *Conn) applyResetsLocked(now int64, n int) {
 		}
 		// The old incarnation's last tokens, then a clean ring for the
 		// new one.
-		c.dropTokensLocked(now, p)
-		p.resetting, p.inbox, p.abandon = false, nil, nil
+		c.tokensFoundLocked(now, p, p.EndReset(now, c.eng, p.idx))
+		p.records.reset()
+		p.inbox, p.abandon = nil, nil
 		if r.again {
 			// Both ends count the failed incarnation as used.
 			p.gen = r.gen
@@ -257,8 +249,8 @@ func (c *Conn) applyResetsLocked(now int64, n int) {
 			continue
 		}
 		if r.err != nil {
-			p.dead, p.closed, p.early = true, true, nil
-			_ = c.eng.PathDead(now, p.idx, r.err)
+			p.closed, p.early = true, nil
+			p.Kill(now, c.eng, p.idx, r.err)
 			c.fed = true
 			c.counters.dead++
 			continue

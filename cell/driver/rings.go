@@ -8,20 +8,17 @@ import (
 
 // The peer writes tokens, grants and finals into this end's rings with
 // one-sided WRITEs: nothing signals their arrival, so the progress
-// goroutine polls the slots where a record can be expected. A slot is
-// zeroed once its record has been fed to the engine, so an old record
-// never mixes with a new one and a zero slot is skipped with two or four
-// loads. A slot that does not decode is left alone: it may be a write
-// still landing.
+// goroutine polls the slots where a record can be expected: the token
+// slots of the cells posted (bind.TokenRing), every grant and final slot
+// while a range waits for one. A slot is zeroed once its record has been
+// fed to the engine, so an old record never mixes with a new one and a
+// zero slot is skipped with two or four loads. A slot that does not
+// decode is left alone: it may be a write still landing.
 
-// fifo is a bounded queue of a path's outstanding work, oldest first. A
-// path keeps two: the cells posted whose tokens have not come (RC writes
-// a path's tokens in posting order, so a token found for one entry
-// settles every entry before it; the engine's credits bound them), and
-// the post times of the grants and finals not yet completed (the send
-// queue bounds them). Neither can overflow; were one to, dropping the
-// oldest entry would only cost a token a later one covers, or one
-// record's watch.
+// fifo is a bounded queue of a path's outstanding work, oldest first: the
+// post times of the grants and finals not yet completed (the send queue
+// bounds them). It cannot overflow; were it to, dropping the oldest entry
+// would only cost one record's watch.
 type fifo[T any] struct {
 	buf     []T
 	head, n int
@@ -51,33 +48,21 @@ func zero16(b []byte) bool {
 	return binary.LittleEndian.Uint64(b) == 0 && binary.LittleEndian.Uint64(b[8:]) == 0
 }
 
-// pollTokensLocked feeds the tokens that arrived on path p's ring.
+// pollTokensLocked feeds the tokens that arrived on path p's ring (see
+// bind.TokenRing).
 func (c *Conn) pollTokensLocked(now int64, p *path) bool {
-	mask := uint32(c.lay.window - 1)
-	last := -1
-	for i := 0; i < p.fifo.n; i++ {
-		id := p.fifo.at(i)
-		off := c.lay.tokenOff(p.idx, int(id&mask))
-		b := c.ring[off : off+cell.TokenSize]
-		if zero16(b) {
-			continue
-		}
-		t, ok := cell.ReadToken(b)
-		if !ok || t.ID != id || t.Path != p.idx {
-			continue
-		}
-		clear(b)
-		c.eng.Token(now, t)
+	return c.tokensFoundLocked(now, p, p.Tokens.Poll(now, c.eng, p.idx))
+}
+
+// tokensFoundLocked notes that a read of p's token ring fed tokens, if
+// found says so.
+func (c *Conn) tokensFoundLocked(now int64, p *path, found bool) bool {
+	if found {
 		c.fed = true
-		last = i
+		p.lastSeen = now
+		c.counters.tokens++
 	}
-	if last < 0 {
-		return false
-	}
-	p.fifo.drop(last + 1)
-	p.lastSeen = now
-	c.counters.tokens++
-	return true
+	return found
 }
 
 // pollGrantsLocked feeds the grants that arrived. The peer writes a
@@ -126,7 +111,7 @@ func (c *Conn) pollFinalsLocked(now int64) bool {
 func (c *Conn) pollRingsLocked(now int64) bool {
 	work := false
 	for _, p := range c.paths {
-		if p.fifo.n > 0 && c.pollTokensLocked(now, p) {
+		if p.Tokens.Pending() > 0 && c.pollTokensLocked(now, p) {
 			work = true
 		}
 	}

@@ -74,7 +74,7 @@ func (c *Conn) Stats() Stats {
 		Paths:         make([]PathStats, len(c.paths)),
 	}
 	for i, p := range c.paths {
-		s.Paths[i] = PathStats{PathInfo: c.eng.Path(i), Gen: p.gen, Resetting: p.resetting, Dead: p.dead}
+		s.Paths[i] = PathStats{PathInfo: c.eng.Path(i), Gen: p.gen, Resetting: p.Resetting(), Dead: p.Dead()}
 	}
 	return s
 }
