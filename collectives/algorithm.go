@@ -18,8 +18,8 @@ type Algorithm uint8
 //	Barrier                Dissemination
 //
 // and all have Shared, for ranks on one host; AllReduce, AllGather,
-// ReduceScatter, Broadcast and Reduce also have Hierarchical, for ranks on
-// several hosts with several on each.
+// ReduceScatter, AllToAll, Broadcast and Reduce also have Hierarchical, for
+// ranks on several hosts with several on each.
 //
 // Every algorithm handles every world size; the ones built on powers of
 // two first fold the surplus ranks into partners.
@@ -124,7 +124,9 @@ func (k kind) implements(a Algorithm) bool {
 		return a == Ring || a == HalvingDoubling || a == Hierarchical
 	case kBroadcast, kReduce:
 		return a == Chain || a == Tree || a == Hierarchical
-	case kAllToAll, kAllToAllV:
+	case kAllToAll:
+		return a == Pairwise || a == Hierarchical
+	case kAllToAllV:
 		return a == Pairwise
 	case kBarrier:
 		return a == Dissemination

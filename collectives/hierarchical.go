@@ -33,6 +33,10 @@ import (
 // the blocks reordered by index so that each rank's share of the host
 // phase is what its column needs.
 //
+// AllToAll sends each host's blocks for another host in one message per
+// pair of ranks with the same index, instead of one per pair of ranks,
+// and sorts them out through the memory of the receiving host.
+//
 // Broadcast and Reduce cross hosts once, between the ranks that have the
 // root's index on their hosts: Broadcast from the root to them, then from
 // each of them through its host's memory; Reduce through each host's
@@ -149,6 +153,8 @@ func (x *run) hierExec() error {
 		return x.hierAllGather()
 	case kReduceScatter:
 		return x.hierReduceScatter()
+	case kAllToAll:
+		return x.hierAllToAll()
 	case kBroadcast:
 		return x.hierBroadcast()
 	}
@@ -167,6 +173,9 @@ func partial(op Op) Op {
 // byIndex is where rank r's block of b bytes goes when the blocks are
 // ordered by the index of their owners on their hosts, then by host.
 func (h *hierarchy) byIndex(r, b int) int { return (h.at[r]*len(h.cross) + h.host[r]) * b }
+
+// byHost is where it goes when they are ordered by host, then by index.
+func (h *hierarchy) byHost(r, b int) int { return (h.host[r]*len(h.local) + h.at[r]) * b }
 
 // hierBufs returns the scratch buffers of AllGather and ReduceScatter: a
 // column's blocks, and every block.
@@ -315,6 +324,44 @@ func (x *run) hierReduceScatter() error {
 		return x.phaseErr(h.cross, "phase across hosts", err)
 	}
 	x.finish(op.recv)
+	return nil
+}
+
+// hierAllToAll sends, across hosts among the ranks of this index, the
+// blocks for each host at once, then, through each host's memory, each
+// block on to the rank it is for.
+func (x *run) hierAllToAll() error {
+	op, h := x.op, x.g.hier
+	b, hosts, per := op.count*x.esize, len(h.cross), len(h.local)
+	from, to, err := x.hierBufs(x.g.size*b, x.g.size*b)
+	if err != nil {
+		return x.fail(-1, -1, "", err)
+	}
+	for r := range x.g.size {
+		at := h.byHost(r, b)
+		copy(to[at:at+b], op.send[r*b:(r+1)*b])
+	}
+	// Now to[host][index] is the block for that rank; after this phase
+	// from[host][index] is the block the rank of this index on that host
+	// has for the rank of that index on this one.
+	if err := h.across.phase(x.ctx, kAllToAll, op.dt, 0, to, from, per*op.count, nil, 0); err != nil {
+		return x.phaseErr(h.cross, "phase across hosts", err)
+	}
+	for hi := range hosts {
+		for i := range per {
+			src, dst := (hi*per+i)*b, (i*hosts+hi)*b
+			copy(to[dst:dst+b], from[src:src+b])
+		}
+	}
+	if err := h.onHost.phase(x.ctx, kAllToAll, op.dt, 0, to, from, hosts*op.count, nil, 0); err != nil {
+		return x.phaseErr(h.local, "host phase", err)
+	}
+	// from[index][host] is now the block of the rank of that index on
+	// that host for this rank.
+	for r := range x.g.size {
+		at := h.byIndex(r, b)
+		copy(op.recv[r*b:(r+1)*b], from[at:at+b])
+	}
 	return nil
 }
 

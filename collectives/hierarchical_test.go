@@ -31,8 +31,8 @@ func layout(hosts, perHost int, dealt bool) []string {
 }
 
 // TestHierarchical: a group that spans hosts with several ranks on each
-// runs AllReduce, AllGather, ReduceScatter, Broadcast and Reduce
-// hierarchically, with the results
+// runs AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast and
+// Reduce hierarchically, with the results
 // the flat algorithms give, for every type, op, size (slices uneven and
 // empty included), root and placement of the ranks on the hosts.
 func TestHierarchical(t *testing.T) {
@@ -53,6 +53,7 @@ func TestHierarchical(t *testing.T) {
 								s.allReduce(t, w, count, op, inPlace)
 							}
 							s.allGather(t, w, count, inPlace)
+							s.allToAll(t, w, count, inPlace)
 							s.reduceScatter(t, w, count, Avg, inPlace)
 							for _, root := range []int{0, w.n / 2, w.n - 1} {
 								s.broadcast(t, w, count, root, inPlace)
