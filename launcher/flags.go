@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -93,7 +94,7 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	// Zero means "not set" in Config; on the command line it is a mistake.
 	if fs.Changed("paths") && cfg.Paths < 1 {
-		return Config{}, &FlagError{Flag: "--paths", Value: strconv.Itoa(cfg.Paths), Want: "want at least 1 path per peer"}
+		return Config{}, &FlagError{Flag: "--paths", Value: strconv.Itoa(cfg.Paths), Want: fmt.Sprintf("want 1 to %d paths per peer", MaxPaths)}
 	}
 	for _, d := range []struct {
 		name  string

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
@@ -31,6 +32,9 @@ const (
 // it.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (int, error) {
 	if err := cfg.validate(); err != nil {
+		return ExitUsage, err
+	}
+	if err := checkMachineLimits(cfg.ProcsPerNode, len(cfg.EtcdEndpoints) == 0); err != nil {
 		return ExitUsage, err
 	}
 	c := &console{stdout: stdout, stderr: stderr}
@@ -115,11 +119,23 @@ func (j *job) run() (err error) {
 // them, and how to stop the embedded etcd if it serves one.
 func (j *job) startEtcd() ([]string, bootstrap.ClientConfig, func() error, error) {
 	if len(j.cfg.EtcdEndpoints) > 0 {
-		return j.cfg.EtcdEndpoints, j.cfg.etcdClient(), func() error { return nil }, nil
+		client := j.cfg.etcdClient()
+		// Node 0 of a job may come up after the others: their first
+		// contact is the nodes' join, which waits for it.
+		if j.cfg.Nodes == 1 {
+			if err := client.Probe(j.stopCtx); err != nil {
+				return nil, bootstrap.ClientConfig{}, nil, fmt.Errorf("--etcd %s: %w", strings.Join(j.cfg.EtcdEndpoints, ","), err)
+			}
+		}
+		return j.cfg.EtcdEndpoints, client, func() error { return nil }, nil
 	}
 	ctx, cancel := context.WithTimeout(j.stopCtx, etcdStartTimeout)
 	defer cancel()
-	srv, err := bootstrap.StartServer(ctx, bootstrap.ServerConfig{ClientAddr: j.cfg.EtcdServe, Logger: j.log})
+	// Without --etcd-serve only this node's ranks need etcd: a unix socket
+	// in the server's private directory keeps every other user out.
+	srv, err := bootstrap.StartServer(ctx, bootstrap.ServerConfig{
+		ClientAddr: j.cfg.EtcdServe, Unix: j.cfg.EtcdServe == "", Logger: j.log,
+	})
 	if err != nil {
 		if j.cfg.EtcdServe != "" {
 			return nil, bootstrap.ClientConfig{}, nil, fmt.Errorf("--etcd-serve %q: %w", j.cfg.EtcdServe, err)
