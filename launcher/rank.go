@@ -29,6 +29,7 @@ type rankSpec struct {
 	console *console
 	prefix  bool
 	logDir  string
+	deaths  *deathWatch // finds the rank's reports of other ranks' deaths
 }
 
 // rankProc is one running rank.
@@ -44,6 +45,7 @@ type rankProc struct {
 	mu     sync.Mutex
 	reaped bool // once reaped, its pid (and group id) may belong to someone else
 	status syscall.WaitStatus
+	death  *deathReport // the first death of another rank it reported
 }
 
 // startRank starts the rank in its own process group, so that signals
@@ -99,8 +101,8 @@ func (r *rankProc) start() error {
 		prefix = []byte("[" + strconv.Itoa(s.rank) + "] ")
 	}
 	r.pumps.Add(2)
-	go func() { defer r.pumps.Done(); pump(outR, s.console, s.console.stdout, prefix, r.log) }()
-	go func() { defer r.pumps.Done(); pump(errR, s.console, s.console.stderr, prefix, r.log) }()
+	go func() { defer r.pumps.Done(); pump(outR, s.console, s.console.stdout, prefix, r.log, r.noteLine) }()
+	go func() { defer r.pumps.Done(); pump(errR, s.console, s.console.stderr, prefix, r.log, r.noteLine) }()
 	return nil
 }
 
@@ -116,6 +118,30 @@ func describeStartError(err error) error {
 		return fmt.Errorf("%w: out of memory", err)
 	}
 	return err
+}
+
+// noteLine keeps the first report of another rank's death in the rank's
+// output.
+func (r *rankProc) noteLine(line []byte) {
+	rep, ok := r.spec.deaths.scan(line)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.death == nil && rep.rank != r.spec.rank {
+		r.death = &rep
+	}
+}
+
+// deathReport is the first death of another rank this rank reported.
+func (r *rankProc) deathReport() (deathReport, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.death == nil {
+		return deathReport{}, false
+	}
+	return *r.death, true
 }
 
 // describe names the rank for the one line that blames it.

@@ -32,6 +32,7 @@ func main() {
 	killRank := flag.Int("kill-rank", -1, "this rank kills itself with SIGKILL after the start barrier")
 	block := flag.Bool("block", false, "after the start barrier, block in a barrier until a signal arrives")
 	ignoreTerm := flag.Bool("ignore-term", false, "report SIGTERM but carry on")
+	dieWithPeer := flag.Bool("die-with-peer", false, "with -block: exit 1 when another rank leaves or dies, as a real program would")
 	spawn := flag.Bool("spawn", false, "start a child process that sleeps, in this rank's process group")
 	sleep := flag.Duration("sleep", 0, "only sleep this long and exit (the mode of -spawn's child)")
 	flag.Parse()
@@ -43,13 +44,13 @@ func main() {
 	// Set up signals first: cellrun may forward one at any time.
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	if err := run(*failRank, *code, *killRank, *block, *spawn, *ignoreTerm, signals); err != nil {
+	if err := run(*failRank, *code, *killRank, *block, *spawn, *ignoreTerm, *dieWithPeer, signals); err != nil {
 		fmt.Fprintln(os.Stderr, "rankprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(failRank, code, killRank int, block, spawn, ignoreTerm bool, signals <-chan os.Signal) error {
+func run(failRank, code, killRank int, block, spawn, ignoreTerm, dieWithPeer bool, signals <-chan os.Signal) error {
 	env := func(name string) string { return os.Getenv(name) }
 	fmt.Printf("env rank=%s world=%s local=%s localworld=%s job=%s endpoints=%s\n",
 		env("RDMACELL_RANK"), env("RDMACELL_WORLD_SIZE"), env("RDMACELL_LOCAL_RANK"),
@@ -117,7 +118,15 @@ func run(failRank, code, killRank int, block, spawn, ignoreTerm bool, signals <-
 		// The barrier never completes: some rank is failing, or the test
 		// signals cellrun. Its failure is printed but changes nothing: only
 		// a signal ends this rank.
-		go func() { fmt.Println("barrier end:", job.Barrier(ctx, "end")) }()
+		if dieWithPeer {
+			go func() {
+				err := <-job.Departures()
+				fmt.Fprintln(os.Stderr, "rankprog: a rank left:", err)
+				os.Exit(1)
+			}()
+		} else {
+			go func() { fmt.Println("barrier end:", job.Barrier(ctx, "end")) }()
+		}
 		for sig := range signals {
 			if ignoreTerm && sig == syscall.SIGTERM {
 				fmt.Printf("ignoring signal %v\n", sig)
