@@ -3,8 +3,6 @@ package bootstrap
 import (
 	"context"
 	"fmt"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Barrier returns once every rank has entered the barrier called name as
@@ -30,16 +28,16 @@ func (j *Job) Barrier(ctx context.Context, name string) error {
 	// Arriving at this generation retires our key of the previous one: every
 	// rank arrived there before we could pass it, and the followers of the
 	// job see the arrival before the deletion.
-	ops := []clientv3.Op{clientv3.OpPut(j.keys.barrier(j.cfg.Rank, gen, name), "", clientv3.WithLease(j.lease))}
-	if gen > 1 {
-		ops = append(ops, clientv3.OpDelete(j.keys.barrier(j.cfg.Rank, gen-1, name)))
+	err := j.store.Put(ctx, j.keys.barrier(j.cfg.Rank, gen, name), nil, j.lease)
+	if err == nil && gen > 1 {
+		err = j.store.Delete(ctx, j.keys.barrier(j.cfg.Rank, gen-1, name), false)
 	}
-	if _, err := j.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+	if err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: enter %s: %w", j.cfg.Job, j.cfg.Rank, what, err)
 	}
 
 	var absent []int
-	err := j.wait(ctx, func(s *state) (bool, error) {
+	err = j.wait(ctx, func(s *state) (bool, error) {
 		arrived := s.arrivals[name][gen]
 		absent = missing(s.worldSize, arrived)
 		if len(absent) == 0 {

@@ -1,11 +1,16 @@
 // Package bootstrap is how the ranks of an RDMACell job find each other.
 //
-// etcd is the rendezvous. A job lives under one key prefix named by its job
-// id. Each rank joins the job with [Join]: it registers itself (rank, host,
-// pid, endpoints, transport capabilities, provider info) under an etcd lease,
-// reads the job's shared secret (created by whichever rank gets there first),
-// and from then on follows everything that happens in the job through one
-// ordered watch. On top of that it offers:
+// The ranks meet in a [Store]: a small key-value interface (leases, put,
+// create-if-absent, list, one ordered watch) that etcd implements
+// ([NewEtcdStore], the default, which cellrun serves) and so does a store
+// inside this process ([NewLocalStore]), with which a Go test runs the
+// ranks of a job as goroutines, with no server. A job lives under one key
+// prefix named by its job id. Each rank joins the job with [Join]: it
+// registers itself (rank, host, pid, endpoints, transport capabilities,
+// provider info) under a lease, takes the job's shared secret (from the
+// launcher, or created by whichever rank gets there first), and from then
+// on follows everything that happens in the job through one ordered watch.
+// On top of that it offers:
 //
 //   - [Job.WaitWorld]: wait until every rank has registered;
 //   - [Job.Put] and [Job.Get]: per-peer connection info (QP endpoints, one key
@@ -15,9 +20,9 @@
 //     ends is reported as a [*RankDeadError], one that called [Job.Close] as a
 //     [*RankExitedError].
 //
-// Nothing on the data path needs etcd: once the connection info is exchanged
-// the job keeps running if etcd goes away; only failure detection degrades,
-// and that is logged once.
+// Nothing on the data path needs the store: once the connection info is
+// exchanged the job keeps running if etcd goes away; only failure detection
+// degrades, and that is logged once.
 //
 // [StartServer] runs an embedded single-node etcd for jobs on one machine (or
 // for a job whose node 0 serves etcd to the others); [ClientConfig] points at
@@ -27,7 +32,7 @@
 //
 // Under the job prefix (KeyPrefix + job id + "/"):
 //
-//	secret                       the job secret (no lease)
+//	secret                       the job secret, unless the launcher gave it (no lease)
 //	member/<rank>/info           the rank's registration (its lease)
 //	member/<rank>/exit           clean-exit marker: the lease id it ends (no lease)
 //	barrier/<rank>/<gen>/<name>  arrival of a rank at a barrier generation (its lease)

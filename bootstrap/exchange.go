@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Put publishes value for rank to under key, e.g. the connection info of
@@ -20,7 +18,7 @@ func (j *Job) Put(ctx context.Context, to int, key string, value []byte) error {
 	if j.isClosed() {
 		return ErrClosed
 	}
-	if _, err := j.cli.Put(ctx, j.keys.p2p(j.cfg.Rank, to, key), string(value), clientv3.WithLease(j.lease)); err != nil {
+	if err := j.store.Put(ctx, j.keys.p2p(j.cfg.Rank, to, key), value, j.lease); err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: put %q for rank %d: %w", j.cfg.Job, j.cfg.Rank, key, to, err)
 	}
 	return nil

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // watchRetryDelay spaces out new watches after the cluster cancelled one,
@@ -15,22 +13,22 @@ const watchRetryDelay = 500 * time.Millisecond
 // startFollowing lists the job's keys and starts watching it from just after
 // that listing, so that no change is missed between the two.
 func (j *Job) startFollowing(ctx context.Context) error {
-	resp, err := j.cli.Get(ctx, j.keys.prefix, clientv3.WithPrefix())
+	kvs, rev, err := j.store.List(ctx, j.keys.prefix)
 	if err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: list job: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
 	j.mu.Lock()
-	j.state.resync(resp.Kvs)
+	j.state.resync(kvs)
 	j.mu.Unlock()
-	j.activity.applied.Store(resp.Header.Revision)
+	j.activity.applied.Store(rev)
 	j.wg.Add(1)
-	go j.follow(resp.Header.Revision + 1)
+	go j.follow(rev + 1)
 	return nil
 }
 
 // follow applies every change of the job's keys to the state, in revision
-// order, until Close. If etcd has compacted the history it needs, it lists
-// the job again and carries on from there.
+// order, until Close. If the store has compacted the history it needs, it
+// lists the job again and carries on from there.
 func (j *Job) follow(rev int64) {
 	defer j.wg.Done()
 	for {
@@ -43,8 +41,8 @@ func (j *Job) follow(rev int64) {
 			j.degrade(err)
 		}
 		if next == rev || err != nil {
-			// The watch ended without progress (etcd cancelled it, or the
-			// client is gone): do not spin on it.
+			// The watch ended without progress (the store cancelled it, or
+			// the client is gone): do not spin on it.
 			select {
 			case <-time.After(watchRetryDelay):
 			case <-j.ctx.Done():
@@ -60,28 +58,27 @@ func (j *Job) follow(rev int64) {
 // watchFrom runs one watch from rev and returns the revision to resume at
 // (0 when unknown).
 func (j *Job) watchFrom(rev int64) (int64, error) {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(j.ctx))
+	ctx, cancel := context.WithCancel(j.ctx)
 	defer cancel()
-	for resp := range j.cli.Watch(ctx, j.keys.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+	for resp := range j.store.Watch(ctx, j.keys.prefix, rev) {
 		j.activity.watchResponses.Add(1)
-		if resp.CompactRevision != 0 {
+		if resp.Compacted {
 			return j.relist()
 		}
-		if err := resp.Err(); err != nil {
-			return rev, fmt.Errorf("watch job keys: %w", err)
+		if resp.Err != nil {
+			return rev, fmt.Errorf("watch job keys: %w", resp.Err)
 		}
 		if len(resp.Events) == 0 {
 			continue
 		}
 		j.mu.Lock()
 		for _, ev := range resp.Events {
-			switch ev.Type {
-			case clientv3.EventTypePut:
-				j.state.put(ev.Kv)
-			case clientv3.EventTypeDelete:
-				j.state.del(string(ev.Kv.Key))
+			if ev.Deleted {
+				j.state.del(ev.KV.Key)
+			} else {
+				j.state.put(ev.KV)
 			}
-			rev = ev.Kv.ModRevision + 1
+			rev = ev.KV.Revision + 1
 		}
 		j.state.notify()
 		j.mu.Unlock()
@@ -92,14 +89,14 @@ func (j *Job) watchFrom(rev int64) (int64, error) {
 
 // relist rebuilds the state from a full listing of the job.
 func (j *Job) relist() (int64, error) {
-	resp, err := j.cli.Get(j.ctx, j.keys.prefix, clientv3.WithPrefix())
+	kvs, rev, err := j.store.List(j.ctx, j.keys.prefix)
 	if err != nil {
 		return 0, fmt.Errorf("list job after compaction: %w", err)
 	}
 	j.mu.Lock()
-	j.state.resync(resp.Kvs)
+	j.state.resync(kvs)
 	j.state.notify()
 	j.mu.Unlock()
-	j.activity.applied.Store(resp.Header.Revision)
-	return resp.Header.Revision + 1, nil
+	j.activity.applied.Store(rev)
+	return rev + 1, nil
 }

@@ -224,3 +224,58 @@ func nextDeparture(ctx context.Context, t *testing.T, j *Job) error {
 }
 
 func withPrefix() clientv3.OpOption { return clientv3.WithPrefix() }
+
+// meeting is where the ranks of a test job meet: an embedded etcd, each
+// rank with its own client, or one local store.
+type meeting struct {
+	srv   *Server
+	store Store
+}
+
+// eachStore runs fn once over etcd and once over a local store.
+func eachStore(t *testing.T, fn func(*testing.T, meeting)) {
+	t.Run("etcd", func(t *testing.T) { fn(t, meeting{srv: startServer(t)}) })
+	t.Run("local", func(t *testing.T) {
+		s := NewLocalStore()
+		t.Cleanup(func() { _ = s.Close() })
+		fn(t, meeting{store: s})
+	})
+}
+
+// config is the configuration of one rank of a test job.
+func (m meeting) config(job string, rank, world int) Config {
+	var cc ClientConfig
+	if m.srv != nil {
+		cc = m.srv.ClientConfig()
+	}
+	c := rankConfig(cc, job, rank, world)
+	c.Store = m.store
+	return c
+}
+
+// list returns the keys under prefix.
+func (m meeting) list(t *testing.T, prefix string) []KeyValue {
+	kvs, _ := m.listing(t, prefix)
+	return kvs
+}
+
+// revision is the store's revision now.
+func (m meeting) revision(t *testing.T) int64 {
+	_, rev := m.listing(t, "/")
+	return rev
+}
+
+func (m meeting) listing(t *testing.T, prefix string) ([]KeyValue, int64) {
+	t.Helper()
+	ctx := testContext(t)
+	s := m.store
+	if s == nil {
+		var err error
+		s, err = NewEtcdStore(ctx, m.srv.ClientConfig())
+		require.NoError(t, err)
+		defer s.Close()
+	}
+	kvs, rev, err := s.List(ctx, prefix)
+	require.NoError(t, err)
+	return kvs, rev
+}

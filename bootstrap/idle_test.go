@@ -33,42 +33,38 @@ func waitRenewals(t *testing.T, jobs []*Job, since []Activity, n uint64) []Activ
 // the job says nothing, and nothing polls etcd. The idle window is counted
 // in renewals, not in time, so the test needs no timing threshold.
 func TestIdleJobOnlyRenews(t *testing.T) {
-	srv := startServer(t)
-	const world = 3
-	jobs, errs := runRanks(t, srv.ClientConfig(), "idle", world, exchangeAll)
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
-
-	// Every rank has heard of every change before the window opens.
-	ctx := testContext(t)
-	cli, err := srv.ClientConfig().newClient(ctx)
-	require.NoError(t, err)
-	defer cli.Close()
-	head, err := cli.Get(ctx, DefaultKeyPrefix+"idle/", withPrefix())
-	require.NoError(t, err)
-	deadline := time.Now().Add(testTimeout)
-	for r, j := range jobs {
-		for j.activity.applied.Load() < head.Header.Revision {
-			require.True(t, time.Now().Before(deadline), "rank %d: follows the job up to revision %d, want %d",
-				r, j.activity.applied.Load(), head.Header.Revision)
-			time.Sleep(time.Millisecond)
+	eachStore(t, func(t *testing.T, m meeting) {
+		const world = 3
+		jobs, errs := runRanks(t, m, "idle", world, exchangeAll)
+		for r, err := range errs {
+			require.NoError(t, err, "rank %d", r)
 		}
-	}
 
-	before := make([]Activity, world)
-	for r, j := range jobs {
-		before[r] = j.Activity()
-	}
-	after := waitRenewals(t, jobs, before, renewalsPerTTL)
-	for r := range jobs {
-		t.Logf("rank %d over the idle window: %+v", r, Activity{
-			Renewals:       after[r].Renewals - before[r].Renewals,
-			WatchResponses: after[r].WatchResponses - before[r].WatchResponses,
-			WatchRestarts:  after[r].WatchRestarts - before[r].WatchRestarts,
-		})
-		assert.Equal(t, before[r].WatchResponses, after[r].WatchResponses, "rank %d: the watch woke up", r)
-		assert.Equal(t, before[r].WatchRestarts, after[r].WatchRestarts, "rank %d: the watch was restarted", r)
-		assert.Zero(t, after[r].WatchRestarts, "rank %d: the watch was restarted", r)
-	}
+		// Every rank has heard of every change before the window opens.
+		head := m.revision(t)
+		deadline := time.Now().Add(testTimeout)
+		for r, j := range jobs {
+			for j.activity.applied.Load() < head {
+				require.True(t, time.Now().Before(deadline), "rank %d: follows the job up to revision %d, want %d",
+					r, j.activity.applied.Load(), head)
+				time.Sleep(time.Millisecond)
+			}
+		}
+
+		before := make([]Activity, world)
+		for r, j := range jobs {
+			before[r] = j.Activity()
+		}
+		after := waitRenewals(t, jobs, before, renewalsPerTTL)
+		for r := range jobs {
+			t.Logf("rank %d over the idle window: %+v", r, Activity{
+				Renewals:       after[r].Renewals - before[r].Renewals,
+				WatchResponses: after[r].WatchResponses - before[r].WatchResponses,
+				WatchRestarts:  after[r].WatchRestarts - before[r].WatchRestarts,
+			})
+			assert.Equal(t, before[r].WatchResponses, after[r].WatchResponses, "rank %d: the watch woke up", r)
+			assert.Equal(t, before[r].WatchRestarts, after[r].WatchRestarts, "rank %d: the watch was restarted", r)
+			assert.Zero(t, after[r].WatchRestarts, "rank %d: the watch was restarted", r)
+		}
+	})
 }

@@ -7,15 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // DefaultLeaseTTL is the liveness lease of a rank when Config.LeaseTTL is
@@ -39,9 +36,13 @@ type Member struct {
 	Info []byte `json:"info,omitempty"`
 }
 
-// Config says which job and rank to join and how to reach etcd.
+// Config says which job and rank to join and where the ranks meet.
 type Config struct {
-	// Client reaches etcd.
+	// Store is where the ranks meet. Nil means an etcd cluster reached
+	// through Client, which Join connects to and Close disconnects from;
+	// a Store given here is the caller's, and Close leaves it open.
+	Store Store
+	// Client reaches etcd when Store is nil.
 	Client ClientConfig
 	// Job is the job id: letters, digits, '.', '_' and '-'.
 	Job string
@@ -55,10 +56,15 @@ type Config struct {
 	Endpoints    []string
 	Capabilities []string
 	Info         []byte
+	// Secret is the job secret, SecretSize bytes or more, handed to every
+	// rank by the launcher: it then never enters the store. Nil means the
+	// first rank to join makes one and the others read it from the store,
+	// where anyone who can read the store can read it too.
+	Secret []byte
 	// LeaseTTL is the liveness lease; zero means DefaultLeaseTTL. etcd
 	// counts in whole seconds, so it is rounded up, to at least one second.
 	LeaseTTL time.Duration
-	// KeyPrefix is where jobs live in etcd; empty means DefaultKeyPrefix.
+	// KeyPrefix is where jobs live in the store; empty means DefaultKeyPrefix.
 	KeyPrefix string
 	// Logger receives the job's messages; nil means slog.Default().
 	Logger *slog.Logger
@@ -79,6 +85,9 @@ func (c *Config) validate() error {
 	}
 	if c.LeaseTTL < 0 {
 		return fmt.Errorf("bootstrap: job %q rank %d: lease TTL %v, want > 0 (or 0 for the default)", c.Job, c.Rank, c.LeaseTTL)
+	}
+	if c.Secret != nil && len(c.Secret) < SecretSize {
+		return fmt.Errorf("bootstrap: job %q rank %d: secret of %d bytes, want at least %d", c.Job, c.Rank, len(c.Secret), SecretSize)
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
@@ -109,14 +118,15 @@ type registration struct {
 // Job is one rank's membership of a job. Its methods are safe for concurrent
 // use, except that calls of Barrier with the same name must not overlap.
 type Job struct {
-	cfg    Config
-	cli    *clientv3.Client
-	keys   keyspace
-	lease  clientv3.LeaseID
-	ttl    time.Duration
-	self   Member
-	secret []byte
-	log    *slog.Logger
+	cfg      Config
+	store    Store
+	ownStore bool // Join opened it, Close closes it
+	keys     keyspace
+	lease    LeaseID
+	ttl      time.Duration
+	self     Member
+	secret   []byte
+	log      *slog.Logger
 
 	// ctx lives until Close and stops the background goroutines.
 	ctx    context.Context
@@ -135,23 +145,28 @@ type Job struct {
 }
 
 // Join registers cfg.Rank in the job and reads the job secret, creating it
-// if this rank is the first. It does not wait for the other ranks: see
-// WaitWorld. If etcd cannot be reached before ctx ends the error wraps
-// ErrUnreachable; if a live process holds the rank it is a
-// *DuplicateRankError.
+// if this rank is the first (unless cfg.Secret gives it). It does not wait
+// for the other ranks: see WaitWorld. If the store cannot be reached before
+// ctx ends the error wraps ErrUnreachable; if a live process holds the
+// rank it is a *DuplicateRankError.
 func Join(ctx context.Context, cfg Config) (*Job, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cli, err := cfg.Client.newClient(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("bootstrap: job %q rank %d: %w", cfg.Job, cfg.Rank, err)
+	store, own := cfg.Store, false
+	if store == nil {
+		var err error
+		if store, err = NewEtcdStore(ctx, cfg.Client); err != nil {
+			return nil, fmt.Errorf("bootstrap: job %q rank %d: %w", cfg.Job, cfg.Rank, err)
+		}
+		own = true
 	}
 	j := &Job{
 		cfg:        cfg,
-		cli:        cli,
+		store:      store,
+		ownStore:   own,
 		keys:       keyspace{prefix: cfg.KeyPrefix + cfg.Job + "/"},
-		ttl:        time.Duration(math.Ceil(cfg.LeaseTTL.Seconds())) * time.Second,
+		ttl:        cfg.LeaseTTL,
 		barrierGen: make(map[string]int64),
 		log:        cfg.Logger.With("component", "bootstrap", "job", cfg.Job, "rank", cfg.Rank),
 		self: Member{
@@ -165,14 +180,18 @@ func Join(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	j.ctx, j.cancel = context.WithCancel(context.Background())
 	j.state = newState(cfg.Job, cfg.Rank, cfg.WorldSize, j.keys)
+	if err := j.grant(ctx); err != nil {
+		j.abandon()
+		return nil, err
+	}
+	// Renew the lease before anything else: with a short TTL on a busy
+	// machine, registering and listing must not be what lets it lapse.
+	j.wg.Add(1)
+	go j.keepAlive()
 	if err := j.register(ctx); err != nil {
 		j.abandon()
 		return nil, err
 	}
-	// Renew the lease before anything else: with a short TTL, the listing
-	// below must not be what lets it lapse.
-	j.wg.Add(1)
-	go j.keepAlive()
 	if err := j.startFollowing(ctx); err != nil {
 		j.abandon()
 		return nil, err
@@ -181,68 +200,66 @@ func Join(ctx context.Context, cfg Config) (*Job, error) {
 	return j, nil
 }
 
-// register grants the lease, claims the rank's slot and reads the secret.
-func (j *Job) register(ctx context.Context) error {
-	lease, err := j.cli.Grant(ctx, int64(j.ttl/time.Second))
+// grant takes the rank's lease.
+func (j *Job) grant(ctx context.Context) error {
+	lease, ttl, err := j.store.Grant(ctx, j.ttl)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("bootstrap: job %q rank %d: etcd at %v: %w: %w",
-				j.cfg.Job, j.cfg.Rank, j.cfg.Client.Endpoints, ErrUnreachable, ctx.Err())
+			return fmt.Errorf("bootstrap: job %q rank %d: %s: %w: %w",
+				j.cfg.Job, j.cfg.Rank, j.store.Describe(), ErrUnreachable, ctx.Err())
 		}
 		return fmt.Errorf("bootstrap: job %q rank %d: grant lease: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
-	j.lease = lease.ID
-	// The cluster may enforce a longer minimum TTL than we asked for.
-	j.ttl = time.Duration(lease.TTL) * time.Second
+	// The store may enforce a longer minimum TTL than we asked for.
+	j.lease, j.ttl = lease, ttl
+	return nil
+}
 
-	reg, err := json.Marshal(registration{Member: j.self, WorldSize: j.cfg.WorldSize, Lease: int64(lease.ID)})
+// register claims the rank's slot under its lease and reads the secret.
+func (j *Job) register(ctx context.Context) error {
+	lease := j.lease
+	reg, err := json.Marshal(registration{Member: j.self, WorldSize: j.cfg.WorldSize, Lease: int64(lease)})
 	if err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: encode registration: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
-	info := j.keys.info(j.cfg.Rank)
-	// A stale exit marker from an earlier job with the same id must not make
-	// this rank's death look like a clean exit, hence the delete.
-	resp, err := j.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(info), "=", 0)).
-		Then(clientv3.OpPut(info, string(reg), clientv3.WithLease(lease.ID)),
-			clientv3.OpDelete(j.keys.exit(j.cfg.Rank))).
-		Else(clientv3.OpGet(info)).
-		Commit()
+	created, existing, err := j.store.Create(ctx, j.keys.info(j.cfg.Rank), reg, lease)
 	if err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: register: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
-	if !resp.Succeeded {
+	if !created {
 		dup := &DuplicateRankError{Job: j.cfg.Job, Rank: j.cfg.Rank}
-		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			var other registration
-			if json.Unmarshal(kvs[0].Value, &other) == nil {
-				dup.Host, dup.PID = other.Host, other.PID
-			}
+		var other registration
+		if json.Unmarshal(existing, &other) == nil {
+			dup.Host, dup.PID = other.Host, other.PID
 		}
 		return dup
 	}
+	// A stale exit marker from an earlier job with the same id must not
+	// make this rank's death look like a clean exit. The marker names the
+	// lease it ended, so until it is gone it matches nothing of ours.
+	if err := j.store.Delete(ctx, j.keys.exit(j.cfg.Rank), false); err != nil {
+		return fmt.Errorf("bootstrap: job %q rank %d: register: %w", j.cfg.Job, j.cfg.Rank, err)
+	}
 
+	if j.cfg.Secret != nil {
+		j.secret = slices.Clone(j.cfg.Secret)
+		return nil
+	}
 	secret := make([]byte, SecretSize)
 	if _, err := rand.Read(secret); err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: make secret: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
 	// Whoever creates the key first sets the secret; everyone reads it.
-	key := j.keys.secret()
-	sresp, err := j.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(secret))).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	created, existing, err = j.store.Create(ctx, j.keys.secret(), secret, NoLease)
 	if err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: job secret: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
-	if !sresp.Succeeded {
-		kvs := sresp.Responses[0].GetResponseRange().GetKvs()
-		if len(kvs) == 0 || len(kvs[0].Value) < SecretSize {
-			return fmt.Errorf("bootstrap: job %q rank %d: job secret in etcd is missing or shorter than %d bytes",
+	if !created {
+		if len(existing) < SecretSize {
+			return fmt.Errorf("bootstrap: job %q rank %d: job secret in the store is missing or shorter than %d bytes",
 				j.cfg.Job, j.cfg.Rank, SecretSize)
 		}
-		secret = kvs[0].Value
+		secret = existing
 	}
 	j.secret = secret
 	return nil
@@ -255,12 +272,14 @@ func (j *Job) abandon() {
 	j.mu.Unlock()
 	j.cancel()
 	j.wg.Wait()
-	if j.lease != 0 {
+	if j.lease != NoLease {
 		ctx, cancel := context.WithTimeout(context.Background(), j.ttl)
-		_, _ = j.cli.Revoke(ctx, j.lease)
+		_ = j.store.Revoke(ctx, j.lease)
 		cancel()
 	}
-	_ = j.cli.Close()
+	if j.ownStore {
+		_ = j.store.Close()
+	}
 }
 
 // Rank is this process's rank.
@@ -276,16 +295,19 @@ func (j *Job) ID() string { return j.cfg.Job }
 func (j *Job) Self() Member { return j.self }
 
 // Secret is the job secret, SecretSize random bytes shared by every rank of
-// the job and by nobody else (anyone who can read the job's keys in etcd
-// can read it). The tcp provider authenticates its connections with it.
+// the job and by nobody else: given by the launcher (Config.Secret), or
+// made by the first rank and kept in the store, where anyone who can read
+// the job's keys can read it. The tcp provider authenticates its
+// connections with it.
 func (j *Job) Secret() []byte { return append([]byte(nil), j.secret...) }
 
 // Close leaves the job cleanly: it marks this rank as exited, so the others
 // see a *RankExitedError rather than a *RankDeadError, revokes the lease
 // (deleting everything the rank published), and stops following the job.
-// The last rank to exit cleanly deletes the job's keys. If etcd does not
-// answer, Close gives up on it after at most one lease TTL (the lease then
-// expires on its own) and still releases everything locally. Idempotent.
+// The last rank to exit cleanly deletes the job's keys. If the store does
+// not answer, Close gives up on it after at most one lease TTL (the lease
+// then expires on its own) and still releases everything locally.
+// Idempotent.
 func (j *Job) Close(ctx context.Context) error {
 	j.closeOnce.Do(func() {
 		j.mu.Lock()
@@ -293,7 +315,7 @@ func (j *Job) Close(ctx context.Context) error {
 		j.mu.Unlock()
 
 		// Past one TTL the lease is gone anyway, so waiting longer on an
-		// unreachable etcd gains nothing.
+		// unreachable store gains nothing.
 		cctx, cancel := context.WithTimeout(ctx, j.ttl)
 		j.closeErr = j.leave(cctx)
 		cancel()
@@ -302,30 +324,33 @@ func (j *Job) Close(ctx context.Context) error {
 		j.wg.Wait()
 		// Only follow sends departures, and it has returned.
 		close(j.state.departures)
-		if err := j.cli.Close(); err != nil && j.closeErr == nil && !errors.Is(err, context.Canceled) {
-			j.closeErr = fmt.Errorf("bootstrap: job %q rank %d: close etcd client: %w", j.cfg.Job, j.cfg.Rank, err)
+		if !j.ownStore {
+			return
+		}
+		if err := j.store.Close(); err != nil && j.closeErr == nil && !errors.Is(err, context.Canceled) {
+			j.closeErr = fmt.Errorf("bootstrap: job %q rank %d: close %s: %w", j.cfg.Job, j.cfg.Rank, j.store.Describe(), err)
 		}
 	})
 	return j.closeErr
 }
 
 // leave marks the clean exit, revokes the lease and, if every rank has now
-// exited cleanly, removes the job from etcd.
+// exited cleanly, removes the job from the store.
 func (j *Job) leave(ctx context.Context) error {
-	_, err := j.cli.Put(ctx, j.keys.exit(j.cfg.Rank), fmt.Sprint(int64(j.lease)))
+	err := j.store.Put(ctx, j.keys.exit(j.cfg.Rank), []byte(fmt.Sprint(int64(j.lease))), NoLease)
 	if err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: mark clean exit: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
-	if _, err := j.cli.Revoke(ctx, j.lease); err != nil {
+	if err := j.store.Revoke(ctx, j.lease); err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: revoke lease: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
-	resp, err := j.cli.Get(ctx, j.keys.prefix+"member/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	kvs, _, err := j.store.List(ctx, j.keys.prefix+"member/")
 	if err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: list members: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
 	exited := 0
-	for _, kv := range resp.Kvs {
-		switch j.keys.parse(string(kv.Key)).kind {
+	for _, kv := range kvs {
+		switch j.keys.parse(kv.Key).kind {
 		case kindInfo:
 			return nil // someone is still running
 		case kindExit:
@@ -337,7 +362,7 @@ func (j *Job) leave(ctx context.Context) error {
 	}
 	// Only ranks that are gone could still read these keys, so racing with
 	// another last rank doing the same is harmless.
-	if _, err := j.cli.Delete(ctx, j.keys.prefix, clientv3.WithPrefix()); err != nil {
+	if err := j.store.Delete(ctx, j.keys.prefix, true); err != nil {
 		return fmt.Errorf("bootstrap: job %q rank %d: remove job keys: %w", j.cfg.Job, j.cfg.Rank, err)
 	}
 	return nil
@@ -364,7 +389,7 @@ type Activity struct {
 // activity is the live form of Activity.
 type activity struct {
 	renewals, watchResponses, watchRestarts atomic.Uint64
-	// applied is the etcd revision up to which the state follows the job,
+	// applied is the store revision up to which the state follows the job,
 	// so that tests can tell when every change has arrived.
 	applied atomic.Int64
 }

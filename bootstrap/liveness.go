@@ -11,7 +11,7 @@ import (
 // rank as dead, and this rank no longer hears of theirs reliably.
 func (j *Job) keepAlive() {
 	defer j.wg.Done()
-	ch, err := j.cli.KeepAlive(j.ctx, j.lease)
+	ch, err := j.store.KeepAlive(j.ctx, j.lease)
 	if err != nil {
 		j.degrade(fmt.Errorf("keep lease alive: %w", err))
 		return
@@ -21,7 +21,7 @@ func (j *Job) keepAlive() {
 		j.activity.renewals.Add(1)
 	}
 	if j.ctx.Err() == nil {
-		j.degrade(errors.New("lease keepalive stopped: etcd unreachable or lease expired"))
+		j.degrade(errors.New("lease keepalive stopped: store unreachable or lease expired"))
 	}
 }
 
@@ -35,8 +35,8 @@ func (j *Job) degrade(reason error) {
 		return
 	}
 	j.degradeOnce.Do(func() {
-		j.log.Warn("bootstrap: lost contact with etcd; rank failure detection is degraded, exchanged connection info stays valid",
-			"endpoints", j.cfg.Client.Endpoints, "reason", reason.Error())
+		j.log.Warn("bootstrap: lost contact with the store; rank failure detection is degraded, exchanged connection info stays valid",
+			"store", j.store.Describe(), "reason", reason.Error())
 	})
 }
 

@@ -50,7 +50,7 @@ func (d *degradeLog) WithAttrs([]slog.Attr) slog.Handler       { return d }
 func (d *degradeLog) WithGroup(string) slog.Handler            { return d }
 
 func (d *degradeLog) Handle(_ context.Context, r slog.Record) error {
-	if r.Level < slog.LevelWarn || !strings.Contains(r.Message, "lost contact with etcd") {
+	if r.Level < slog.LevelWarn || !strings.Contains(r.Message, "lost contact with the store") {
 		return nil
 	}
 	d.mu.Lock()

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // inboxKey names a value published for this rank.
@@ -16,7 +14,7 @@ type inboxKey struct {
 }
 
 // state is this rank's view of the job, built from one ordered watch of the
-// job's keys. Because every change arrives in etcd's revision order, a value
+// job's keys. Because every change arrives in the store's revision order, a value
 // a peer published before it exited is always seen before its exit, and a
 // barrier arrival before the lease revocation that deletes it. Guarded by
 // Job.mu.
@@ -81,8 +79,8 @@ func (s *state) close() {
 }
 
 // put applies a created or updated key.
-func (s *state) put(kv *mvccpb.KeyValue) {
-	k := s.keys.parse(string(kv.Key))
+func (s *state) put(kv KeyValue) {
+	k := s.keys.parse(kv.Key)
 	switch k.kind {
 	case kindInfo:
 		var reg registration
@@ -188,10 +186,10 @@ func (s *state) depart(rank int) {
 
 // resync replaces the view by a full listing, after which the watch resumes.
 // Ranks that disappeared meanwhile are reported as departed.
-func (s *state) resync(kvs []*mvccpb.KeyValue) {
+func (s *state) resync(kvs []KeyValue) {
 	listed := make(map[int]bool)
 	for _, kv := range kvs {
-		if k := s.keys.parse(string(kv.Key)); k.kind == kindInfo {
+		if k := s.keys.parse(kv.Key); k.kind == kindInfo {
 			listed[k.rank] = true
 		}
 		s.put(kv)

@@ -17,7 +17,8 @@ type Algorithm uint8
 //	AllToAll, AllToAllV    Pairwise
 //	Barrier                Dissemination
 //
-// and all have Shared, for ranks on one host.
+// and all have Shared, for ranks on one host; AllReduce also has
+// Hierarchical, for ranks on several hosts with several on each.
 //
 // Every algorithm handles every world size; the ones built on powers of
 // two first fold the surplus ranks into partners.
@@ -48,9 +49,15 @@ const (
 	// Auto chooses it whenever the group's ranks all reach each other
 	// over shm; elsewhere forcing it means Auto.
 	Shared
+	// Hierarchical: combine within each host through shared memory, then
+	// across hosts one slice per local rank, then gather within each host
+	// (see hierarchical.go). Auto chooses it for AllReduce when the group
+	// spans hosts with the same number (at least two) of ranks on each;
+	// elsewhere forcing it means Auto.
+	Hierarchical
 )
 
-var algoNames = [...]string{"auto", "ring", "recursive-doubling", "halving-doubling", "pairwise", "chain", "tree", "dissemination", "shared"}
+var algoNames = [...]string{"auto", "ring", "recursive-doubling", "halving-doubling", "pairwise", "chain", "tree", "dissemination", "shared", "hierarchical"}
 
 // String returns the algorithm's name as ParseAlgorithm accepts it.
 func (a Algorithm) String() string {
@@ -107,7 +114,7 @@ func (k kind) rooted() bool { return k == kBroadcast || k == kReduce }
 func (k kind) implements(a Algorithm) bool {
 	switch k {
 	case kAllReduce:
-		return a == Ring || a == RecursiveDoubling || a == HalvingDoubling
+		return a == Ring || a == RecursiveDoubling || a == HalvingDoubling || a == Hierarchical
 	case kAllGather, kAllGatherV:
 		return a == Ring || a == RecursiveDoubling
 	case kReduceScatter:

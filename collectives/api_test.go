@@ -112,22 +112,20 @@ func TestOptions(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidArgument)
 
 	t.Setenv(EnvAlgorithm, "rinng")
-	_, err = New(ep, Options{})
+	_, err = OptionsFromEnv()
 	require.ErrorIs(t, err, ErrUnknownAlgorithm)
 	require.Contains(t, err.Error(), `RDMACELL_ALGO="rinng"`)
-	require.Contains(t, err.Error(), "rank 0")
 
-	// The option wins over the variable.
-	g, err := New(ep, Options{Algorithm: Tree})
+	// New reads no environment: the options are the caller's.
+	g, err := New(ep, Options{})
 	require.NoError(t, err)
-	require.Equal(t, Tree, g.algo)
+	require.Equal(t, Auto, g.algo)
 	require.NoError(t, g.Close())
 
 	t.Setenv(EnvAlgorithm, "Halving-Doubling")
-	g, err = New(ep, Options{})
+	o, err := OptionsFromEnv()
 	require.NoError(t, err)
-	require.Equal(t, HalvingDoubling, g.algo)
-	require.NoError(t, g.Close())
+	require.Equal(t, HalvingDoubling, o.Algorithm)
 }
 
 func TestParseAlgorithm(t *testing.T) {
@@ -147,7 +145,9 @@ func TestParseAlgorithm(t *testing.T) {
 // that the operation ran it.
 func TestEnvAlgorithm(t *testing.T) {
 	t.Setenv(EnvAlgorithm, "ring")
-	w := newWorld(t, 3, Options{})
+	o, err := OptionsFromEnv()
+	require.NoError(t, err)
+	w := newWorld(t, 3, o)
 	require.Equal(t, Ring, choose(kAllReduce, w.groups[0].algo, 3, 4))
 	require.Equal(t, Tree, choose(kBroadcast, w.groups[0].algo, 3, 4), "collectives without a ring choose for themselves")
 	suiteOf("float32").allReduce(t, w, 10, Sum, false)

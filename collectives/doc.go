@@ -27,7 +27,7 @@
 // ReduceScatter, the ring for large ones, binomial trees for small
 // Broadcast and Reduce and pipelined chains for large ones, pairwise
 // exchange for all-to-all and dissemination for Barrier. Options.Algorithm
-// or the RDMACELL_ALGO environment variable forces one. Ring and Chain cut
+// (or RDMACELL_ALGO, through OptionsFromEnv) forces one. Ring and Chain cut
 // their transfers into chunks (Options.ChunkBytes) so that receiving,
 // combining and forwarding overlap.
 //

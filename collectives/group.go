@@ -10,9 +10,24 @@ import (
 	"github.com/rdmacell/rdmacell/comm"
 )
 
-// EnvAlgorithm is the environment variable that forces an algorithm when
-// Options.Algorithm is Auto; its value is an algorithm name.
+// EnvAlgorithm is the environment variable OptionsFromEnv reads
+// Options.Algorithm from; its value is an algorithm name.
 const EnvAlgorithm = "RDMACELL_ALGO"
+
+// OptionsFromEnv returns the Options the launcher's environment asks for:
+// Algorithm from RDMACELL_ALGO when it is set. A value that names no
+// algorithm is an error naming the variable.
+func OptionsFromEnv() (Options, error) {
+	var o Options
+	if v, ok := os.LookupEnv(EnvAlgorithm); ok {
+		a, err := ParseAlgorithm(v)
+		if err != nil {
+			return Options{}, fmt.Errorf("collectives: environment variable %s=%q: %w", EnvAlgorithm, v, err)
+		}
+		o.Algorithm = a
+	}
+	return o, nil
+}
 
 // DefaultChunkBytes is the pipelining unit of Ring, Chain and Shared.
 // Measured with cellbench on two ranks of this project's test machine:
@@ -28,8 +43,8 @@ const DefaultChunkBytes = 2 << 20
 // Options configure a Group. The zero value is the default.
 type Options struct {
 	// Algorithm forces an algorithm on every collective that implements
-	// it; the others choose for themselves. Auto defers to the
-	// RDMACELL_ALGO environment variable, then to message and world size.
+	// it; the others choose for themselves. Auto chooses by message and
+	// world size.
 	// All ranks must force the same algorithm: the fingerprint exchange
 	// reports those that do not.
 	Algorithm Algorithm
@@ -84,10 +99,13 @@ type Group struct {
 	// operation).
 	shm     *shared
 	decided bool
+	// hier is the split of the ranks by host, for Hierarchical, when the
+	// group spans hosts (decided with shm).
+	hier *hierarchy
 }
 
-// New returns a Group over p. It fails on an invalid option or an
-// invalid RDMACELL_ALGO.
+// New returns a Group over p. It fails on an invalid option. It reads no
+// environment: see OptionsFromEnv.
 func New(p comm.P2P, opts Options) (*Group, error) {
 	if p == nil {
 		return nil, &ArgError{Rank: -1, Op: "New", Arg: "p", Problem: "is nil, want a communicator"}
@@ -97,17 +115,8 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "p", Problem: fmt.Sprintf("has rank %d of size %d, want 0 <= rank < size", rank, size)}
 	}
 	algo := opts.Algorithm
-	if algo > Shared {
+	if algo > Hierarchical {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.Algorithm", Problem: fmt.Sprintf("%d is not an algorithm", algo)}
-	}
-	if algo == Auto {
-		if v, ok := os.LookupEnv(EnvAlgorithm); ok {
-			a, err := ParseAlgorithm(v)
-			if err != nil {
-				return nil, fmt.Errorf("collectives: rank %d: environment variable %s=%q: %w", rank, EnvAlgorithm, v, err)
-			}
-			algo = a
-		}
 	}
 	if opts.ChunkBytes < 0 {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.ChunkBytes", Problem: fmt.Sprintf("%d is negative, want 0 (default) or a size in bytes", opts.ChunkBytes)}
@@ -151,7 +160,7 @@ func (g *Group) Close() error {
 	if g.shm != nil {
 		err = errors.Join(err, g.shm.close())
 	}
-	return err
+	return errors.Join(err, g.hier.close())
 }
 
 func (g *Group) signal() {
@@ -305,6 +314,7 @@ func (g *Group) execute(op *operation) error {
 	}
 	var err error
 	if !g.decided && g.size > 1 {
+		g.hier = planHierarchy(g)
 		if err = g.share(op.ctx); err != nil {
 			err = &OpError{Rank: g.rank, Op: op.kind.String(), Seq: op.seq, Step: -1, Peer: -1, Err: err}
 		}

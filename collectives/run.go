@@ -38,8 +38,13 @@ type chunk struct{ step, lo, hi int }
 
 func (x *run) begin(op *operation) {
 	x.op, x.ctx, x.aligned = op, op.ctx, false
-	if x.g.shm != nil && !op.kind.implements(x.g.algo) {
+	switch {
+	case x.g.shm != nil && !op.kind.implements(x.g.algo):
 		op.algo = Shared
+	case x.g.hierarchical(op):
+		op.algo = Hierarchical
+	case op.algo == Hierarchical:
+		op.algo = choose(op.kind, Auto, x.g.size, len(op.recv))
 	}
 	x.esize = max(op.dt.size(), 1)
 	x.cb = max(x.g.chunk/x.esize, 1) * x.esize
@@ -94,6 +99,8 @@ func (x *run) exec() error {
 	switch op.kind {
 	case kAllReduce:
 		switch op.algo {
+		case Hierarchical:
+			return x.hierAllReduce()
 		case Ring:
 			return x.ringAllReduce()
 		case HalvingDoubling:

@@ -40,6 +40,19 @@ func TestSharedOnlyOnOneHost(t *testing.T) {
 	}
 }
 
+// TestNoShareVoteAcrossHosts: a group whose ranks span hosts knows it
+// without asking: its first operation sends no more messages than the
+// next one does.
+func TestNoShareVoteAcrossHosts(t *testing.T) {
+	w := newWorldOn(t, 4, false, func(int) Options { return Options{SkipVerify: true} })
+	sent := w.mem.Sent()
+	suiteOf("float64").allReduce(t, w, 100, Sum, false)
+	first := w.mem.Sent() - sent
+	sent = w.mem.Sent()
+	suiteOf("float64").allReduce(t, w, 100, Sum, false)
+	require.Equal(t, w.mem.Sent()-sent, first, "messages of the first AllReduce and of the second")
+}
+
 // TestSharedPeerGone: a rank that closes its group (or whose process
 // exits) releases its lock on the segment, and a rank waiting for it
 // fails naming it, long before its own deadline.

@@ -293,14 +293,24 @@ func (s *shared) close() error { return s.seg.Close() }
 // and if so maps the segment: rank 0 creates it and sends its name, every
 // other rank opens it and says whether it could, and rank 0 announces the
 // outcome. It runs once, before the group's first operation; a rank that
-// cannot share (another host, another transport, no access to rank 0's
-// segment) votes no and the group keeps to messages.
+// cannot share (another transport, no access to rank 0's segment, another
+// chunk size) votes no and the group keeps to messages.
+//
+// Whether every rank is on this host over shm is a fact every rank reads
+// alike from the job's registrations (a job whose ranks disagreed on the
+// transport could not have connected), so a group that spans hosts skips
+// the vote, which is 3·(n−1) messages through rank 0.
 func (g *Group) share(ctx context.Context) error {
 	hl, ok := g.p.(hostLocal)
-	can := ok
-	for r := 0; can && r < g.size; r++ {
-		can = r == g.rank || hl.Transport(r) == "shm"
+	if !ok {
+		return nil
 	}
+	for r := range g.size {
+		if r != g.rank && hl.Transport(r) != "shm" {
+			return nil
+		}
+	}
+	can := true
 	chunk := shChunk(g.size, g.chunk)
 	can = can && chunk > 0
 	var seg *hostseg.Segment

@@ -41,6 +41,16 @@ func (c *Comm) LocalRank() int { return c.localRank }
 // LocalSize is the number of the communicator's ranks on this host.
 func (c *Comm) LocalSize() int { return c.localSize }
 
+// Host is the host name rank peer registered with (see Options.Host), or
+// "" if peer is out of range. Ranks with one host name share memory when
+// the transport allows it.
+func (c *Comm) Host(peer int) string {
+	if peer < 0 || peer >= len(c.ranks) {
+		return ""
+	}
+	return c.w.peers[c.ranks[peer]].host
+}
+
 // Job is the id of the job the communicator belongs to.
 func (c *Comm) Job() string { return c.w.opts.Job }
 
@@ -53,8 +63,8 @@ func (c *Comm) WorldRank(r int) int {
 	return c.ranks[r]
 }
 
-// Transport names how this rank reaches rank peer: "shm", "tcp", or
-// "self"; "" if peer is out of range.
+// Transport names how this rank reaches rank peer: "shm", "tcp", "ibv",
+// or "self"; "" if peer is out of range.
 func (c *Comm) Transport(peer int) string {
 	if peer < 0 || peer >= len(c.ranks) {
 		return ""
@@ -63,7 +73,7 @@ func (c *Comm) Transport(peer int) string {
 	if p.self {
 		return "self"
 	}
-	return devNames[p.dev]
+	return p.dev.String()
 }
 
 // Send sends buf to rank peer under tag and returns once buf may be used

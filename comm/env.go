@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/verbs/ibv"
 )
 
 // The environment a launcher such as cellrun gives each rank. RANK,
@@ -34,6 +36,8 @@ const (
 	EnvPolicy            = "RDMACELL_POLICY"
 	EnvDebug             = "RDMACELL_DEBUG"
 	EnvTCPAddr           = "RDMACELL_TCP_ADDR"
+	EnvHost              = "RDMACELL_HOST"
+	EnvSecret            = "RDMACELL_SECRET"
 )
 
 // OptionsFromEnv builds Options from the launcher's environment. A
@@ -140,12 +144,11 @@ func optionsFrom(lookup func(string) (string, bool)) (Options, error) {
 		o.RendezvousTimeout = d
 	}
 	if v := r.get(EnvTransport); v != "" {
-		switch v {
-		case TransportAuto, TransportShm, TransportTCP:
-			o.Transport = v
-		default:
-			r.fail(EnvTransport, v, "auto, shm or tcp", false)
+		t, err := ParseTransport(v)
+		if err != nil {
+			r.fail(EnvTransport, v, transportWant, false)
 		}
+		o.Transport = t
 	}
 	if v := r.get(EnvPaths); v != "" {
 		o.Paths, _ = r.intIn(EnvPaths, v, 1, cell.MaxPaths, fmt.Sprintf("queue pairs per peer, 1..%d", cell.MaxPaths))
@@ -158,12 +161,11 @@ func optionsFrom(lookup func(string) (string, bool)) (Options, error) {
 		o.CellSize = n
 	}
 	if v := r.get(EnvPolicy); v != "" {
-		switch v {
-		case "adaptive", "ecmp", "spray":
-			o.Policy = v
-		default:
+		p, err := ParsePolicy(v)
+		if err != nil {
 			r.fail(EnvPolicy, v, "adaptive, ecmp or spray", false)
 		}
+		o.Policy = p
 	}
 	if v := r.get(EnvDebug); v != "" {
 		if _, err := parseDebug(v); err != nil {
@@ -176,6 +178,26 @@ func optionsFrom(lookup func(string) (string, bool)) (Options, error) {
 			r.fail(EnvTCPAddr, v, "the tcp provider's listen address, host:port or host", false)
 		}
 		o.TCPAddr = v
+	}
+	ib, err := ibv.OptionsFromLookup(ibv.Options{}, r.lookup)
+	if err != nil {
+		r.errs = append(r.errs, err)
+	}
+	o.IBV = ib
+	if v, ok := r.lookup(EnvHost); ok {
+		if !validHost(v) {
+			r.fail(EnvHost, v, hostWant, false)
+		}
+		o.Host = v
+	}
+	if v := r.get(EnvSecret); v != "" {
+		b, err := hex.DecodeString(v)
+		if err != nil || len(b) != bootstrap.SecretSize {
+			// The value is the secret: never repeat it in an error.
+			r.fail(EnvSecret, fmt.Sprintf("(%d characters)", len(v)),
+				fmt.Sprintf("the job secret, %d hexadecimal digits", 2*bootstrap.SecretSize), false)
+		}
+		o.Secret = b
 	}
 	if len(r.errs) > 0 {
 		return Options{}, errors.Join(r.errs...)

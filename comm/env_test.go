@@ -1,9 +1,11 @@
 package comm
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +39,8 @@ func TestOptionsFromEnv(t *testing.T) {
 	require.NoError(t, os.WriteFile(pem, []byte("x"), 0o600))
 	for k, v := range map[string]string{
 		EnvRendezvousTimeout: "90s", EnvTransport: "tcp", EnvPaths: "8", EnvCellSize: "64KiB",
-		EnvPolicy: "spray", EnvDebug: "cell,bootstrap", EnvTCPAddr: "10.1.2.3",
+		EnvPolicy: "spray", EnvDebug: "cell,bootstrap", EnvTCPAddr: "10.1.2.3", EnvHost: "node-7.example",
+		EnvSecret: strings.Repeat("ab", bootstrap.SecretSize),
 		EnvEtcdCA: pem, EnvEtcdCert: pem, EnvEtcdKey: pem, EnvEtcdUser: "u", EnvEtcdPassword: "p",
 	} {
 		env[k] = v
@@ -51,10 +54,12 @@ func TestOptionsFromEnv(t *testing.T) {
 	require.Equal(t, "job-1.a_b", o.Job)
 	require.Equal(t, []string{"127.0.0.1:2379", "http://10.0.0.1:2379"}, o.Etcd.Endpoints)
 	require.Equal(t, 90*time.Second, o.RendezvousTimeout)
-	require.Equal(t, "tcp", o.Transport)
+	require.Equal(t, TransportTCP, o.Transport)
 	require.Equal(t, 8, o.Paths)
 	require.Equal(t, int64(64<<10), o.CellSize)
-	require.Equal(t, "spray", o.Policy)
+	require.Equal(t, PolicySpray, o.Policy)
+	require.Equal(t, "node-7.example", o.Host)
+	require.Equal(t, bytes.Repeat([]byte{0xab}, bootstrap.SecretSize), o.Secret)
 	require.Equal(t, "cell,bootstrap", o.Debug)
 	require.Equal(t, "10.1.2.3", o.TCPAddr)
 	require.Equal(t, pem, o.Etcd.TLS.CAFile)
@@ -94,6 +99,7 @@ func TestOptionsFromEnvErrors(t *testing.T) {
 		{EnvPolicy, "random"},
 		{EnvDebug, "Cell"}, {EnvDebug, "cell,,bootstrap"}, {EnvDebug, "all!"},
 		{EnvTCPAddr, "host:port"}, {EnvTCPAddr, "10.0.0.1:99999"}, {EnvTCPAddr, "a b"},
+		{EnvHost, ""}, {EnvHost, "a b"}, {EnvHost, strings.Repeat("h", 254)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
@@ -118,6 +124,30 @@ func TestOptionsFromEnvErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A bad secret is named, but the error never repeats it.
+func TestOptionsFromEnvSecret(t *testing.T) {
+	for _, v := range []string{"zz" + strings.Repeat("ab", bootstrap.SecretSize-1), strings.Repeat("ab", 8)} {
+		env := goodEnv()
+		env[EnvSecret] = v
+		_, err := optionsFrom(lookupIn(env))
+		var ee *EnvError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, EnvSecret, ee.Var)
+		require.NotContains(t, err.Error(), v[2:], "the error repeats the secret")
+	}
+}
+
+// Explicit options are never overridden by the environment.
+func TestExplicitOptionsReadNoEnvironment(t *testing.T) {
+	t.Setenv(EnvDebug, "not a list")
+	t.Setenv(EnvTransport, "carrier-pigeon")
+	store := bootstrap.NewLocalStore()
+	defer store.Close()
+	c, err := Init(bounded(t), localOptions(store, jobID(t), 0, 1, TransportShm))
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
 }
 
 // Several bad variables are all reported.
@@ -178,6 +208,8 @@ func TestOptionErrors(t *testing.T) {
 		{"CellSize", func(o *Options) { o.CellSize = -1 }},
 		{"TCPAddr", func(o *Options) { o.TCPAddr = "::::" }},
 		{"LocalRank", func(o *Options) { o.LocalWorldSize, o.LocalRank = 1, 1 }},
+		{"Host", func(o *Options) { o.Host = "under_score" }},
+		{"Secret", func(o *Options) { o.Secret = []byte("short") }},
 	} {
 		o := base()
 		tc.mod(&o)

@@ -67,7 +67,7 @@ func onEachErr(comms []*Comm, errs []error, f func(c *Comm) error) {
 // after the server is gone, and Close still returns in bounded time.
 func TestEtcdLostAfterSetup(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(tr, func(t *testing.T) {
+		t.Run(string(tr), func(t *testing.T) {
 			// Without etcd, Close gives up on it after one lease TTL.
 			srv, comms := startJob(t, 3, tr, func(o *Options) { o.LeaseTTL = 2 * time.Second })
 			require.NoError(t, srv.Close(bounded(t)))

@@ -69,13 +69,22 @@ func jobID(t testing.TB) string {
 	return fmt.Sprintf("%s-%d-%d", name, os.Getpid(), jobSeq.Add(1))
 }
 
-// testOptions are the options of rank r of an in-process test job.
-func testOptions(srv *bootstrap.Server, job string, rank, world int, transport string) Options {
+// testOptions are the options of rank r of an in-process test job that
+// meets in srv's etcd.
+func testOptions(srv *bootstrap.Server, job string, rank, world int, transport Transport) Options {
+	o := localOptions(nil, job, rank, world, transport)
+	o.Etcd = bootstrap.ClientConfig{Endpoints: srv.Endpoints()}
+	return o
+}
+
+// localOptions are the options of rank r of an in-process test job that
+// meets in store.
+func localOptions(store bootstrap.Store, job string, rank, world int, transport Transport) Options {
 	return Options{
 		Rank:              rank,
 		WorldSize:         world,
 		Job:               job,
-		Etcd:              bootstrap.ClientConfig{Endpoints: srv.Endpoints()},
+		Store:             store,
 		RendezvousTimeout: 30 * time.Second,
 		LeaseTTL:          steadyTTL,
 		Transport:         transport,
@@ -85,17 +94,26 @@ func testOptions(srv *bootstrap.Server, job string, rank, world int, transport s
 	}
 }
 
-// startComms runs Init for every rank of a job in this process and
-// returns the communicators; the test's cleanup closes them and checks
-// that goroutines and file descriptors are back to where they were.
-func startComms(t testing.TB, world int, transport string, mod func(*Options)) []*Comm {
+// startComms runs Init for every rank of a job in this process, meeting
+// in a local store, and returns the communicators; the test's cleanup
+// closes them and checks that goroutines and file descriptors are back to
+// where they were.
+func startComms(t testing.TB, world int, transport Transport, mod func(*Options)) []*Comm {
 	t.Helper()
-	_, comms := startJob(t, world, transport, mod)
-	return comms
+	baseG, baseFD := runtime.NumGoroutine(), openFDs(t)
+	t.Cleanup(func() {
+		checkGoroutines(t, baseG)
+		checkFDs(t, baseFD)
+	})
+	store := bootstrap.NewLocalStore()
+	t.Cleanup(func() { _ = store.Close() })
+	job := jobID(t)
+	return initAll(t, world, func(r int) Options { return localOptions(store, job, r, world, transport) }, mod)
 }
 
-// startJob is startComms that also returns the etcd server.
-func startJob(t testing.TB, world int, transport string, mod func(*Options)) (*bootstrap.Server, []*Comm) {
+// startJob is startComms meeting in an embedded etcd, for tests of what
+// etcd does; it also returns the server.
+func startJob(t testing.TB, world int, transport Transport, mod func(*Options)) (*bootstrap.Server, []*Comm) {
 	t.Helper()
 	baseG, baseFD := runtime.NumGoroutine(), openFDs(t)
 	t.Cleanup(func() {
@@ -104,12 +122,18 @@ func startJob(t testing.TB, world int, transport string, mod func(*Options)) (*b
 	})
 	srv := startServer(t)
 	job := jobID(t)
+	return srv, initAll(t, world, func(r int) Options { return testOptions(srv, job, r, world, transport) }, mod)
+}
+
+// initAll runs Init for every rank at once, with options(r) edited by mod.
+func initAll(t testing.TB, world int, options func(int) Options, mod func(*Options)) []*Comm {
+	t.Helper()
 	comms := make([]*Comm, world)
 	errs := make([]error, world)
 	var wg sync.WaitGroup
 	for r := range world {
 		wg.Go(func() {
-			o := testOptions(srv, job, r, world, transport)
+			o := options(r)
 			if mod != nil {
 				mod(&o)
 			}
@@ -121,7 +145,7 @@ func startJob(t testing.TB, world int, transport string, mod func(*Options)) (*b
 	for r, err := range errs {
 		require.NoError(t, err, "Init of rank %d", r)
 	}
-	return srv, comms
+	return comms
 }
 
 // closeAll closes every communicator at once, as the ranks of a job do.

@@ -86,7 +86,7 @@ func snapshotIdle(c *Comm) idleSnapshot {
 // with other work.
 func TestIdleParks(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(tr, func(t *testing.T) {
+		t.Run(string(tr), func(t *testing.T) {
 			comms := startComms(t, 3, tr, nil)
 			onEach(t, comms, func(c *Comm) error {
 				ctx := bounded(t)

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/cell/driver"
-	"github.com/rdmacell/rdmacell/verbs/shm"
-	"github.com/rdmacell/rdmacell/verbs/tcp"
+	"github.com/rdmacell/rdmacell/verbs/ibv"
 )
 
 // Init joins the job and connects this rank to every other: it registers
@@ -23,7 +22,8 @@ import (
 //
 // With zero Options (WorldSize 0), Init reads the launcher's environment
 // (see OptionsFromEnv); fields set in opts other than the rank, world
-// size, job and etcd ones then override the environment's.
+// size, job and etcd ones then override the environment's. With a world
+// size given, Init reads no environment at all.
 func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if opts.WorldSize == 0 {
 		env, err := OptionsFromEnv()
@@ -31,12 +31,6 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 			return nil, err
 		}
 		opts = overlay(env, opts)
-	}
-	if opts.Debug == "" {
-		opts.Debug = os.Getenv(EnvDebug)
-		if _, err := parseDebug(opts.Debug); err != nil {
-			return nil, &EnvError{Var: EnvDebug, Value: opts.Debug, Want: debugWant}
-		}
 	}
 	if err := opts.resolve(); err != nil {
 		return nil, err
@@ -89,8 +83,17 @@ func overlay(env, o Options) Options {
 	if o.CloseTimeout != 0 {
 		env.CloseTimeout = o.CloseTimeout
 	}
+	if o.IBV != (ibv.Options{}) {
+		env.IBV = o.IBV
+	}
 	if o.Logger != nil {
 		env.Logger = o.Logger
+	}
+	if o.Store != nil {
+		env.Store = o.Store
+	}
+	if o.Secret != nil {
+		env.Secret = o.Secret
 	}
 	if o.tcpSecret != nil {
 		env.tcpSecret = o.tcpSecret
@@ -106,12 +109,14 @@ func (w *world) start(ctx context.Context) error {
 	t0 := time.Now()
 	phase := func(name string) { w.log.Debug("init: "+name, "after", time.Since(t0).Round(time.Microsecond)) }
 	job, err := bootstrap.Join(ctx, bootstrap.Config{
+		Store:        o.Store,
 		Client:       o.Etcd,
+		Secret:       o.Secret,
 		Job:          o.Job,
 		Rank:         o.Rank,
 		WorldSize:    o.WorldSize,
 		Host:         o.Host,
-		Capabilities: []string{TransportShm, TransportTCP},
+		Capabilities: []string{string(TransportShm), string(TransportTCP)},
 		LeaseTTL:     o.LeaseTTL,
 		Logger:       w.logger(""),
 	})
@@ -179,59 +184,28 @@ func (w *world) start(ctx context.Context) error {
 
 // openDevices picks each peer's transport and opens the devices needed.
 func (w *world) openDevices() error {
-	single := true
-	for _, p := range w.peers {
-		if p.host != w.host {
-			single = false
-		}
-	}
 	var need [numDevices]bool
 	for _, p := range w.peers {
 		if p.self {
 			continue
 		}
-		switch w.opts.Transport {
-		case TransportShm:
-			if p.host != w.host {
-				return &OptionError{Field: "Transport", Value: `"shm"`,
-					Want: fmt.Sprintf("auto or tcp: rank %d is on host %q, this rank on %q", p.rank, p.host, w.host)}
-			}
-			p.dev = devShm
-		case TransportTCP:
-			p.dev = devTCP
-		default:
-			p.dev = devTCP
-			if p.host == w.host {
-				p.dev = devShm
-			}
-		}
-		need[p.dev] = true
-	}
-	if need[devShm] {
-		d, err := shm.Open(shm.Options{Host: w.host})
+		d, err := w.pick(p)
 		if err != nil {
-			return err
+			return &OptionError{Field: "Transport", Value: strconv.Quote(string(w.opts.Transport)),
+				Want: fmt.Sprintf("auto, tcp or ibv: %v", err)}
 		}
-		w.devs[devShm] = d
+		p.dev = d
+		need[d] = true
 	}
-	if need[devTCP] {
-		addr := "127.0.0.1:0"
-		if !single {
-			addr = ":0"
+	for i, pr := range providers {
+		if !need[i] {
+			continue
 		}
-		if w.opts.TCPAddr != "" {
-			addr, _ = tcpListenAddr(w.opts.TCPAddr)
-		}
-		secret := w.job.Secret()
-		if w.opts.tcpSecret != nil {
-			secret = w.opts.tcpSecret
-		}
-		d, err := tcp.Open(tcp.Options{ListenAddr: addr, Secret: secret, Host: w.host,
-			Logger: w.logger("tcp")})
+		d, err := pr.open(w)
 		if err != nil {
-			return err
+			return fmt.Errorf("open %s: %w", pr.transport, err)
 		}
-		w.devs[devTCP] = d
+		w.devs[i] = d
 	}
 	for i, d := range w.devs {
 		if d == nil {
@@ -239,7 +213,7 @@ func (w *world) openDevices() error {
 		}
 		pd, err := d.AllocPD()
 		if err != nil {
-			return fmt.Errorf("%s: allocate protection domain: %w", devNames[i], err)
+			return fmt.Errorf("%s: allocate protection domain: %w", device(i), err)
 		}
 		w.mem.pds[i] = pd
 	}
@@ -282,7 +256,7 @@ func (w *world) connect(ctx context.Context) error {
 					Device:   w.devs[p.dev],
 					PD:       w.mem.pds[p.dev],
 					Paths:    w.opts.Paths,
-					Policy:   w.opts.Policy,
+					Policy:   string(w.opts.Policy),
 					CellSize: w.opts.CellSize,
 					Logger:   w.logger("cell"),
 				}, etcdExchange{job: w.job, peer: p.rank, key: "comm/" + kind})
@@ -290,7 +264,7 @@ func (w *world) connect(ctx context.Context) error {
 				defer mu.Unlock()
 				if err != nil {
 					errs = append(errs, fmt.Errorf("connect to rank %d (host %s, pid %d) over %s: %w",
-						p.rank, p.host, p.pid, devNames[p.dev], err))
+						p.rank, p.host, p.pid, p.dev, err))
 					return
 				}
 				p.mu.Lock()
@@ -348,7 +322,7 @@ func (w *world) greet(ctx context.Context) error {
 		if why == nil {
 			why = ctx.Err()
 		}
-		return fmt.Errorf("no hello from rank %d (host %s, pid %d) over %s: %w", p.rank, p.host, p.pid, devNames[p.dev], why)
+		return fmt.Errorf("no hello from rank %d (host %s, pid %d) over %s: %w", p.rank, p.host, p.pid, p.dev, why)
 	}
 	return nil
 }

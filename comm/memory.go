@@ -9,16 +9,6 @@ import (
 	"github.com/rdmacell/rdmacell/verbs"
 )
 
-// Devices of a communicator, by index: the protocol names a buffer's keys
-// by the device of the peer's links.
-const (
-	devShm = iota
-	devTCP
-	numDevices
-)
-
-var devNames = [numDevices]string{"shm", "tcp"}
-
 // region is memory from verbs.Alloc registered in the protection domain of
 // every device the communicator opened.
 type region struct {
@@ -54,7 +44,7 @@ func (m *memory) alloc(n int, user bool) (*region, error) {
 			continue
 		}
 		if r.mrs[d], err = pd.RegMR(mem.Bytes(), accessAll); err != nil {
-			err = fmt.Errorf("register %d bytes with %s: %w", n, devNames[d], err)
+			err = fmt.Errorf("register %d bytes with %s: %w", n, device(d), err)
 			_ = r.release()
 			return nil, err
 		}

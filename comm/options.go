@@ -10,11 +10,12 @@ import (
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/verbs/ibv"
 )
 
-// Options configure Init. Rank, WorldSize, Job and Etcd.Endpoints are
-// required; every other field has a default. Init with zero Options reads
-// them from the environment (see OptionsFromEnv).
+// Options configure Init. Rank, WorldSize, Job, and Store or
+// Etcd.Endpoints are required; every other field has a default. Init with
+// zero Options reads them from the environment (see OptionsFromEnv).
 type Options struct {
 	// Rank is this process's rank in [0, WorldSize).
 	Rank, WorldSize int
@@ -24,8 +25,18 @@ type Options struct {
 	LocalRank, LocalWorldSize int
 	// Job is the job id: letters, digits, '.', '_' and '-'.
 	Job string
-	// Etcd reaches the rendezvous: endpoints, TLS files, credentials.
+	// Store is where the ranks meet, for instance bootstrap.NewLocalStore()
+	// shared by ranks run as goroutines of one program. Nil means the etcd
+	// cluster Etcd names.
+	Store bootstrap.Store
+	// Etcd reaches the rendezvous when Store is nil: endpoints, TLS
+	// files, credentials.
 	Etcd bootstrap.ClientConfig
+	// Secret is the job secret (bootstrap.SecretSize bytes) that
+	// authenticates the ranks' tcp connections, handed out by the
+	// launcher. Nil means the first rank makes one and keeps it in the
+	// store, readable by whoever can read the store.
+	Secret []byte
 	// RendezvousTimeout bounds Init: joining, waiting for every rank and
 	// connecting to them (default DefaultRendezvousTimeout).
 	RendezvousTimeout time.Duration
@@ -33,26 +44,31 @@ type Options struct {
 	// others about this long after (default bootstrap.DefaultLeaseTTL).
 	LeaseTTL time.Duration
 	// Host names this machine to the other ranks (default os.Hostname()).
-	// Ranks with the same Host talk over shared memory.
+	// Ranks with the same Host talk over shared memory; ranks of one
+	// machine given different Hosts behave as ranks of different hosts.
+	// The tcp provider advertises the machine's own name, not Host, unless
+	// TCPAddr names an address.
 	Host string
-	// Transport is "auto" (default: shm to ranks of the same host, tcp to
-	// the others), "shm" or "tcp" (for every peer).
-	Transport string
+	// Transport is TransportAuto (default: shm to ranks of the same host,
+	// tcp to the others), or the one transport used for every peer.
+	Transport Transport
 	// Paths is the number of queue pairs per connection (default
 	// DefaultPaths, at most cell.MaxPaths).
 	Paths int
 	// CellSize fixes the flowcell size in bytes; 0 sizes cells from the
 	// measured bandwidth-delay product.
 	CellSize int64
-	// Policy places cells on paths: "adaptive" (default), "ecmp", "spray".
-	Policy string
+	// Policy places cells on paths (default PolicyAdaptive).
+	Policy Policy
+	// IBV configures the ibv transport: device, port, GID index.
+	IBV ibv.Options
 	// TCPAddr is where the tcp provider listens, "host:port" or "host"
 	// (default "127.0.0.1:0" when every rank is on this host, else ":0",
 	// advertised under Host).
 	TCPAddr string
 	// Debug turns on debug logs: "1" or "all" for every component, or a
-	// comma-separated list such as "comm,cell,bootstrap". Empty means the
-	// value of RDMACELL_DEBUG.
+	// comma-separated list such as "comm,cell,bootstrap". Empty means none
+	// (OptionsFromEnv reads RDMACELL_DEBUG).
 	Debug string
 	// CloseTimeout bounds how long Close waits for the other ranks to
 	// close too, so that no message still moving is cut off (default
@@ -74,12 +90,34 @@ const (
 	DefaultPaths             = 4
 )
 
-// Transports.
+// Policy names how cells are placed on a connection's paths.
+type Policy string
+
+// Policies.
 const (
-	TransportAuto = "auto"
-	TransportShm  = "shm"
-	TransportTCP  = "tcp"
+	// PolicyAdaptive places each cell on the path expected to finish it
+	// first.
+	PolicyAdaptive Policy = "adaptive"
+	// PolicyECMP keeps each range on one path, as flow hashing would.
+	PolicyECMP Policy = "ecmp"
+	// PolicySpray sends cells round-robin over every path.
+	PolicySpray Policy = "spray"
 )
+
+// String returns the policy's name.
+func (p Policy) String() string { return string(p) }
+
+// ParsePolicy returns the policy named s.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyAdaptive, PolicyECMP, PolicySpray:
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: policy %q, want adaptive, ecmp or spray", ErrInvalidArgument, s)
+}
+
+// maxHostLen bounds Options.Host: a DNS name is at most 253 bytes.
+const maxHostLen = 253
 
 var jobPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
@@ -102,8 +140,12 @@ func (o *Options) resolve() error {
 		return bad("LocalRank", o.LocalRank, fmt.Sprintf("0 <= local rank < LocalWorldSize %d", o.LocalWorldSize))
 	case !jobPattern.MatchString(o.Job):
 		return bad("Job", strconv.Quote(o.Job), "letters, digits, '.', '_' or '-'")
-	case len(o.Etcd.Endpoints) == 0:
-		return bad("Etcd.Endpoints", o.Etcd.Endpoints, "at least one etcd endpoint")
+	case o.Store == nil && len(o.Etcd.Endpoints) == 0:
+		return bad("Etcd.Endpoints", o.Etcd.Endpoints, "at least one etcd endpoint (or a Store)")
+	case o.Secret != nil && len(o.Secret) != bootstrap.SecretSize:
+		return bad("Secret", fmt.Sprintf("%d bytes", len(o.Secret)), fmt.Sprintf("%d bytes", bootstrap.SecretSize))
+	case o.Host != "" && !validHost(o.Host):
+		return bad("Host", strconv.Quote(o.Host), hostWant)
 	case o.RendezvousTimeout < 0:
 		return bad("RendezvousTimeout", o.RendezvousTimeout, "a positive duration (0 for the default)")
 	case o.LeaseTTL < 0:
@@ -115,19 +157,17 @@ func (o *Options) resolve() error {
 	case o.CellSize < 0 || o.CellSize > maxCellSize:
 		return bad("CellSize", o.CellSize, "1..2^31 bytes (0 for adaptive cells)")
 	}
-	switch o.Transport {
-	case "":
+	if o.Transport == "" {
 		o.Transport = TransportAuto
-	case TransportAuto, TransportShm, TransportTCP:
-	default:
-		return bad("Transport", strconv.Quote(o.Transport), "auto, shm or tcp")
 	}
-	switch o.Policy {
-	case "":
-		o.Policy = "adaptive"
-	case "adaptive", "ecmp", "spray":
-	default:
-		return bad("Policy", strconv.Quote(o.Policy), "adaptive, ecmp or spray")
+	if _, err := ParseTransport(string(o.Transport)); err != nil {
+		return bad("Transport", strconv.Quote(string(o.Transport)), transportWant)
+	}
+	if o.Policy == "" {
+		o.Policy = PolicyAdaptive
+	}
+	if _, err := ParsePolicy(string(o.Policy)); err != nil {
+		return bad("Policy", strconv.Quote(string(o.Policy)), "adaptive, ecmp or spray")
 	}
 	if o.TCPAddr != "" {
 		if _, err := tcpListenAddr(o.TCPAddr); err != nil {
@@ -166,3 +206,9 @@ func tcpListenAddr(s string) (string, error) {
 }
 
 var hostPattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
+
+// hostWant says what a host name must be, for errors.
+const hostWant = "a host name of 1..253 letters, digits, '.' and '-'"
+
+// validHost reports whether s can name a host to the other ranks.
+func validHost(s string) bool { return len(s) <= maxHostLen && hostPattern.MatchString(s) }

@@ -33,6 +33,10 @@ func (o ordered) Irecv(peer int, tag uint64, buf []byte) (Request, error) {
 // Transport tells the collectives which ranks they may share memory with.
 func (o ordered) Transport(peer int) string { return o.c.Transport(peer) }
 
+// Host tells the collectives which ranks share a host, for hierarchical
+// algorithms.
+func (o ordered) Host(peer int) string { return o.c.Host(peer) }
+
 // Err is why the channel can no longer be used (an abort, a dead member,
 // Close), or nil. Collectives that wait on memory they share, not in the
 // channel, ask it.

@@ -10,16 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var transports = []string{TransportShm, TransportTCP}
+var transports = []Transport{TransportShm, TransportTCP}
 
 // Messages of every size class go both ways between two ranks and arrive
 // intact: empty, eager, one staged chunk, several chunks.
 func TestSendRecvSizes(t *testing.T) {
 	sizes := []int{0, 1, 4 << 10, eagerMax, eagerMax + 1, 1 << 20, 3<<20 + 7}
 	for _, tr := range transports {
-		t.Run(tr, func(t *testing.T) {
+		t.Run(string(tr), func(t *testing.T) {
 			comms := startComms(t, 2, tr, nil)
-			require.Equal(t, tr, comms[0].Transport(1))
+			require.Equal(t, string(tr), comms[0].Transport(1))
 			require.Equal(t, "self", comms[0].Transport(0))
 			onEach(t, comms, func(c *Comm) error {
 				ctx := bounded(t)
@@ -197,7 +197,7 @@ func TestTruncation(t *testing.T) {
 // unregistered one and back moves through staging on one side only.
 func TestZeroCopy(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(tr, func(t *testing.T) {
+		t.Run(string(tr), func(t *testing.T) {
 			comms := startComms(t, 2, tr, nil)
 			const n = 5<<20 + 3
 			onEach(t, comms, func(c *Comm) error {
@@ -298,7 +298,7 @@ func TestHostsPickTransport(t *testing.T) {
 		o.TCPAddr = "127.0.0.1"
 	})
 	for r, c := range comms {
-		require.Equal(t, TransportTCP, c.Transport(1-r))
+		require.Equal(t, string(TransportTCP), c.Transport(1-r))
 		require.Equal(t, 0, c.LocalRank())
 		require.Equal(t, 1, c.LocalSize())
 	}

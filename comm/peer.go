@@ -15,7 +15,7 @@ type peer struct {
 	host string
 	pid  int
 	self bool
-	dev  int // index of the device of its links
+	dev  device // the device of its links
 
 	ctl, bulk link
 	slots     *region // control slots: ctlSlots to receive into, then ctlSlots to send from

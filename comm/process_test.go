@@ -176,10 +176,10 @@ var scenarios = map[string]func(ctx context.Context, c *Comm, in *bufio.Scanner)
 // split.
 func TestProcessExchange(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(tr, func(t *testing.T) {
+		t.Run(string(tr), func(t *testing.T) {
 			srv := startServer(t)
 			ctx := bounded(t)
-			procs := startRanks(t, srv, 4, "exchange", EnvTransport+"="+tr)
+			procs := startRanks(t, srv, 4, "exchange", EnvTransport+"="+string(tr))
 			for _, p := range procs {
 				p.expect(ctx, t, "ok")
 				p.wait(ctx, t)

@@ -46,7 +46,7 @@ func scenarioExchange(ctx context.Context, c *Comm, _ *bufio.Scanner) error {
 	// Rings of caller memory; one of 64 MiB, on shared memory only, to
 	// keep the test short.
 	sizes := []int{0, 1, 4 << 10, 1 << 20, 5<<20 + 3}
-	if c.Transport(next) == TransportShm {
+	if c.Transport(next) == string(TransportShm) {
 		sizes = append(sizes, 64<<20)
 	}
 	for i, size := range sizes {

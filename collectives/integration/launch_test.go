@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 // one job per transport and world size; each job makes all of its checks
 // in one launch, which keeps the test to a handful of process starts.
 func TestCollectivesAcrossProcesses(t *testing.T) {
-	for _, transport := range []string{comm.TransportShm, comm.TransportTCP} {
+	for _, transport := range []string{string(comm.TransportShm), string(comm.TransportTCP)} {
 		for _, world := range []int{2, 3, 4} {
 			t.Run(fmt.Sprintf("%s/n=%d", transport, world), func(t *testing.T) {
 				stdout, out := launch(t, world, transport, "1")
@@ -57,7 +57,7 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 // ranks waiting for it, by name and long before their deadline: the
 // kernel drops its lock on the segment when it exits.
 func TestRankLeavesSharedMemory(t *testing.T) {
-	stdout, out := launch(t, 3, comm.TransportShm, roleLeave)
+	stdout, out := launch(t, 3, string(comm.TransportShm), roleLeave)
 	for r := range 2 {
 		require.Contains(t, stdout, fmt.Sprintf("[%d] ok: rank %d saw rank 2 leave", r, r), out)
 	}

@@ -42,7 +42,13 @@ func join(ctx context.Context) (*comm.Comm, *collectives.Group, int) {
 		fmt.Fprintln(os.Stderr, "init:", err)
 		return nil, nil, 2
 	}
-	g, err := collectives.New(c.P2P(), collectives.Options{})
+	gopts, err := collectives.OptionsFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "new group:", err)
+		_ = c.Close()
+		return nil, nil, 2
+	}
+	g, err := collectives.New(c.P2P(), gopts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "new group:", err)
 		_ = c.Close()

@@ -42,7 +42,11 @@ func run(ctx context.Context, n int, seed uint64) (err error) {
 			err = cerr
 		}
 	}()
-	g, err := collectives.New(c.P2P(), collectives.Options{})
+	gopts, err := collectives.OptionsFromEnv()
+	if err != nil {
+		return err
+	}
+	g, err := collectives.New(c.P2P(), gopts)
 	if err != nil {
 		return err
 	}

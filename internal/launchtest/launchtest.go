@@ -4,6 +4,7 @@ package launchtest
 
 import (
 	"context"
+	"github.com/rdmacell/rdmacell/comm"
 	"os"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 // ranks of one node over transport ("" lets the ranks choose), with args,
 // within two minutes. It fails t unless every rank exits 0, and returns
 // the ranks' prefixed standard output, and both outputs for messages.
-func Run(t *testing.T, procs int, transport string, args ...string) (stdout, out string) {
+func Run(t *testing.T, procs int, transport comm.Transport, args ...string) (stdout, out string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -28,7 +29,7 @@ func Run(t *testing.T, procs int, transport string, args ...string) (stdout, out
 		Args:         args,
 		ProcsPerNode: procs,
 		Nodes:        1,
-		Transport:    transport,
+		Transport:    string(transport),
 		Env:          os.Environ(),
 	}, &so, &se)
 	out = "stdout:\n" + so.String() + "\nstderr:\n" + se.String()

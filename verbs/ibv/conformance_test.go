@@ -15,7 +15,15 @@ import (
 // port: on a cluster, set the knobs to test the port jobs will use.
 var provider = verbstest.Provider{
 	Name: ProviderName,
-	Open: func() (verbs.Device, error) { return Open(Options{}) },
+	Open: openFromEnv,
+}
+
+func openFromEnv() (verbs.Device, error) {
+	o, err := OptionsFromEnv(Options{})
+	if err != nil {
+		return nil, err
+	}
+	return Open(o)
 }
 
 func TestMain(m *testing.M) { verbstest.Main(m, provider) }
@@ -24,7 +32,7 @@ func TestMain(m *testing.M) { verbstest.Main(m, provider) }
 // an active port, as CI machines have not.
 func requireDevice(t *testing.T) {
 	t.Helper()
-	d, err := Open(Options{})
+	d, err := openFromEnv()
 	if errors.Is(err, ErrNoDevice) {
 		t.Skipf("no RDMA device with an active port on this machine, skipping: %v", err)
 	}

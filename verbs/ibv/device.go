@@ -54,14 +54,11 @@ func Open(opts Options) (verbs.Device, error) {
 }
 
 func open(opts Options) (*Device, error) {
-	opts, err := applyEnv(opts, os.LookupEnv)
-	if err != nil {
-		return nil, err
-	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
 	if opts.Host == "" {
+		var err error
 		if opts.Host, err = os.Hostname(); err != nil {
 			return nil, fmt.Errorf("ibv: host name: %w", err)
 		}

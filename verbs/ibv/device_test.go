@@ -22,7 +22,7 @@ func TestOpenUnknownDevice(t *testing.T) {
 
 func TestOpenBadEnvironment(t *testing.T) {
 	t.Setenv(EnvGIDIndex, "three")
-	_, err := Open(Options{})
+	_, err := openFromEnv()
 	var envErr *EnvError
 	require.True(t, errors.As(err, &envErr), "error %v is an *EnvError", err)
 	require.ErrorIs(t, err, verbs.ErrInvalidArgument)
@@ -38,7 +38,7 @@ func TestOpenBadOptions(t *testing.T) {
 // device: regions, CQs and the QP checks made before any state change.
 func TestDeviceObjects(t *testing.T) {
 	requireDevice(t)
-	dev, err := Open(Options{})
+	dev, err := openFromEnv()
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dev.Close()) }()
 	pd, err := dev.AllocPD()

@@ -19,10 +19,11 @@
 // # Devices, ports and GIDs
 //
 // Open takes the device and port Options name, or the first active port
-// of any device. Options left zero are read from the environment:
-// RDMACELL_IB_DEVICE (a device name such as mlx5_0), RDMACELL_IB_PORT (a
-// port number) and RDMACELL_IB_GID_INDEX (a GID table index). A value
-// that cannot be used is an *EnvError naming the variable and the value.
+// of any device. OptionsFromEnv fills the Options left zero from the
+// environment: RDMACELL_IB_DEVICE (a device name such as mlx5_0),
+// RDMACELL_IB_PORT (a port number) and RDMACELL_IB_GID_INDEX (a GID table
+// index); a value that cannot be used is an *EnvError naming the variable
+// and the value. comm.OptionsFromEnv calls it for a job.
 //
 // QPs use one GID of the port as their source address. On InfiniBand it
 // is entry 0, and QPs in one subnet are addressed by LID. On Ethernet

@@ -1,6 +1,7 @@
 package ibv
 
 import (
+	"os"
 	"strconv"
 	"strings"
 )
@@ -21,6 +22,19 @@ const (
 // maxGIDIndex bounds GID indexes: ibverbs passes them in a uint8 to
 // ibv_modify_qp.
 const maxGIDIndex = 255
+
+// OptionsFromEnv returns o with the fields it leaves zero filled from
+// the environment (EnvDevice, EnvPort, EnvGIDIndex), so that an operator
+// can pick the port of a job without changing its code and an explicit
+// option still wins. A knob with a value that cannot be used is an
+// *EnvError. Open itself reads no environment.
+func OptionsFromEnv(o Options) (Options, error) { return OptionsFromLookup(o, os.LookupEnv) }
+
+// OptionsFromLookup is OptionsFromEnv reading variables through lookup,
+// for a caller that reads the environment its own way.
+func OptionsFromLookup(o Options, lookup func(string) (string, bool)) (Options, error) {
+	return applyEnv(o, lookup)
+}
 
 // applyEnv fills the fields of o that are unset from the environment
 // read through lookup. An unusable value is an *EnvError naming the

@@ -11,9 +11,9 @@ import (
 // package.
 const ProviderName = "ibv"
 
-// Options configure Open. Zero values take the documented defaults; a
-// field left zero is filled from the environment first (see the package
-// documentation), so an explicit option always wins over a knob.
+// Options configure Open. Zero values take the documented defaults;
+// OptionsFromEnv fills the fields left zero from the environment, so an
+// explicit option always wins over a knob.
 type Options struct {
 	// Device names the RDMA device, as ibv_devices lists it ("mlx5_0").
 	// Empty picks the first device with an active port.

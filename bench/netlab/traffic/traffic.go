@@ -83,7 +83,11 @@ func Run(ctx context.Context, cfg Config, out, errs io.Writer) (err error) {
 			err = fmt.Errorf("traffic: close: %w", cerr)
 		}
 	}()
-	g, err := collectives.New(c.P2P(), collectives.Options{})
+	gopts, err := collectives.OptionsFromEnv()
+	if err != nil {
+		return fmt.Errorf("traffic: group: %w", err)
+	}
+	g, err := collectives.New(c.P2P(), gopts)
 	if err != nil {
 		return fmt.Errorf("traffic: group: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -34,9 +35,11 @@ var ErrTooLong = errors.New("memp2p: message longer than the receive buffer")
 // World is a set of ranks connected by ordered in-memory links.
 type World struct {
 	n     int
-	host  bool
-	links []link // links[src*n+dst]
+	hosts []string // per rank; nil: every rank on a host of its own
+	links []link   // links[src*n+dst]
 	eps   []*Endpoint
+
+	sent atomic.Int64
 
 	mu    sync.Mutex
 	alloc map[*byte]int
@@ -62,9 +65,26 @@ func New(n int) *World {
 // transport "shm"), as the communicator's ordered channel does for ranks
 // of one host, so that the collectives share memory among the ranks.
 func (w *World) Host() *World {
-	w.host = true
+	hosts := make([]string, w.n)
+	for r := range hosts {
+		hosts[r] = "host"
+	}
+	return w.Hosts(hosts...)
+}
+
+// Hosts places rank r on host names[r]: ranks with one name report each
+// other over "shm", as the communicator does for ranks of one host, and
+// the others over "mem".
+func (w *World) Hosts(names ...string) *World {
+	if len(names) != w.n {
+		panic(fmt.Sprintf("memp2p: %d host names for %d ranks", len(names), w.n))
+	}
+	w.hosts = names
 	return w
 }
+
+// Sent counts the messages sent so far, by every rank.
+func (w *World) Sent() int64 { return w.sent.Load() }
 
 // Endpoint returns rank r's end.
 func (w *World) Endpoint(r int) *Endpoint { return w.eps[r] }
@@ -110,12 +130,20 @@ func (e *Endpoint) Rank() int { return e.rank }
 // Size returns the number of ranks of the world.
 func (e *Endpoint) Size() int { return e.w.n }
 
-// Transport is "shm" in a world made Host, "mem" in others.
+// Transport is "shm" to a peer on this rank's host, "mem" to others.
 func (e *Endpoint) Transport(peer int) string {
-	if e.w.host {
+	if e.Host(peer) == e.Host(e.rank) {
 		return "shm"
 	}
 	return "mem"
+}
+
+// Host is the host of peer (see Hosts).
+func (e *Endpoint) Host(peer int) string {
+	if e.w.hosts == nil {
+		return "host-" + strconv.Itoa(peer)
+	}
+	return e.w.hosts[peer]
 }
 
 // Err is always nil: an in-memory world does not fail.
@@ -126,6 +154,7 @@ func (e *Endpoint) Isend(peer int, tag uint64, buf []byte) (comm.Request, error)
 	if err := e.check(peer); err != nil {
 		return nil, err
 	}
+	e.w.sent.Add(1)
 	r := e.get(true, peer, tag, buf)
 	l := &e.w.links[e.rank*e.w.n+peer]
 	l.mu.Lock()

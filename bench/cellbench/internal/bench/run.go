@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 	b.op, _ = opByName(cfg.Op)
 	b.sizes = Sizes(cfg.MinBytes, cfg.MaxBytes, cfg.Factor, cfg.Step)
 
-	b.comm, err = comm.Init(ctx, comm.Options{Policy: cfg.Policy, Paths: cfg.Paths})
+	b.comm, err = comm.Init(ctx, comm.Options{Policy: comm.Policy(cfg.Policy), Paths: cfg.Paths})
 	if err != nil {
 		return fmt.Errorf("join the job: %w", err)
 	}
@@ -54,7 +54,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 	if cfg.Root < 0 || cfg.Root >= b.n {
 		return fmt.Errorf("root %d: want 0 <= -r < %d ranks", cfg.Root, b.n)
 	}
-	b.group, err = collectives.New(b.comm.P2P(), collectives.Options{Algorithm: cfg.Algorithm, ChunkBytes: cfg.Chunk})
+	gopts, err := collectives.OptionsFromEnv()
+	if err != nil {
+		return err
+	}
+	if cfg.Algorithm != collectives.Auto {
+		gopts.Algorithm = cfg.Algorithm
+	}
+	gopts.ChunkBytes = cfg.Chunk
+	b.group, err = collectives.New(b.comm.P2P(), gopts)
 	if err != nil {
 		return fmt.Errorf("collective group: %w", err)
 	}

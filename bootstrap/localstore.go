@@ -1,0 +1,342 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// localHistory is how many changes a local store keeps for watches that
+// fall behind; a watch older than that is told to list again, as etcd
+// does after a compaction.
+const localHistory = 1 << 16
+
+// errLocalClosed is the error of a local store's operations after Close.
+var errLocalClosed = errors.New("bootstrap: local store closed")
+
+// localStore is a Store in this process's memory.
+type localStore struct {
+	mu        sync.Mutex
+	rev       int64
+	kv        map[string]localValue
+	leases    map[LeaseID]*localLease
+	lastLease LeaseID
+	history   []Event // the changes after revision compacted, in order
+	compacted int64
+	changed   chan struct{} // closed, and replaced, on every change
+	closed    bool
+}
+
+type localValue struct {
+	value []byte
+	rev   int64
+	lease LeaseID
+}
+
+type localLease struct {
+	ttl      time.Duration
+	deadline time.Time
+	keys     map[string]bool
+	timer    *time.Timer
+}
+
+// NewLocalStore returns a store that lives in this process: the ranks of
+// a job that all run in one program (a test of the program's own
+// distributed code, say) meet in it with no server. Leases expire on
+// their TTL as etcd's do, so liveness behaves as it does across
+// processes. Ranks of other processes cannot reach it: give every rank of
+// the job the same store. Close ends it for every rank.
+func NewLocalStore() Store {
+	return &localStore{
+		kv:      make(map[string]localValue),
+		leases:  make(map[LeaseID]*localLease),
+		changed: make(chan struct{}),
+	}
+}
+
+func (s *localStore) Describe() string { return "the in-process store" }
+
+func (s *localStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		for _, l := range s.leases {
+			l.timer.Stop()
+		}
+		close(s.changed)
+	}
+	return nil
+}
+
+func (s *localStore) Grant(ctx context.Context, ttl time.Duration) (LeaseID, time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return NoLease, 0, err
+	}
+	if ttl <= 0 {
+		return NoLease, 0, errors.New("bootstrap: lease TTL must be positive")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return NoLease, 0, errLocalClosed
+	}
+	s.lastLease++
+	id := s.lastLease
+	l := &localLease{ttl: ttl, deadline: time.Now().Add(ttl), keys: make(map[string]bool)}
+	l.timer = time.AfterFunc(ttl, func() { s.expire(id) })
+	s.leases[id] = l
+	return id, ttl, nil
+}
+
+// expire ends a lease whose TTL ran out, unless it was renewed while the
+// timer fired.
+func (s *localStore) expire(id LeaseID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.leases[id]; ok {
+		if left := time.Until(l.deadline); left > 0 {
+			l.timer.Reset(left)
+			return
+		}
+	}
+	s.revokeLocked(id)
+}
+
+func (s *localStore) revokeLocked(id LeaseID) bool {
+	l, ok := s.leases[id]
+	if !ok {
+		return false
+	}
+	l.timer.Stop()
+	delete(s.leases, id)
+	keys := make([]string, 0, len(l.keys))
+	for k := range l.keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		s.deleteLocked(k)
+	}
+	s.notifyLocked()
+	return true
+}
+
+// KeepAlive renews at a third of the TTL, as etcd's client does.
+func (s *localStore) KeepAlive(ctx context.Context, id LeaseID) (<-chan struct{}, error) {
+	s.mu.Lock()
+	l, ok := s.leases[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, errors.New("bootstrap: lease not found")
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		tick := time.NewTicker(l.ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			s.mu.Lock()
+			_, alive := s.leases[id]
+			if alive && !s.closed {
+				l.deadline = time.Now().Add(l.ttl)
+				l.timer.Reset(l.ttl)
+			}
+			s.mu.Unlock()
+			if !alive {
+				return
+			}
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (s *localStore) Revoke(ctx context.Context, id LeaseID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.revokeLocked(id) {
+		return errors.New("bootstrap: lease not found")
+	}
+	return nil
+}
+
+func (s *localStore) Put(ctx context.Context, key string, value []byte, lease LeaseID) error {
+	_, _, err := s.put(ctx, key, value, lease, false)
+	return err
+}
+
+func (s *localStore) Create(ctx context.Context, key string, value []byte, lease LeaseID) (bool, []byte, error) {
+	return s.put(ctx, key, value, lease, true)
+}
+
+func (s *localStore) put(ctx context.Context, key string, value []byte, lease LeaseID, create bool) (bool, []byte, error) {
+	if err := ctx.Err(); err != nil {
+		return false, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, nil, errLocalClosed
+	}
+	if old, ok := s.kv[key]; ok {
+		if create {
+			return false, slices.Clone(old.value), nil
+		}
+		if l := s.leases[old.lease]; l != nil {
+			delete(l.keys, key)
+		}
+	}
+	if lease != NoLease {
+		l, ok := s.leases[lease]
+		if !ok {
+			return false, nil, errors.New("bootstrap: lease not found")
+		}
+		l.keys[key] = true
+	}
+	s.rev++
+	v := localValue{value: slices.Clone(value), rev: s.rev, lease: lease}
+	s.kv[key] = v
+	s.recordLocked(Event{KV: KeyValue{Key: key, Value: v.value, Revision: s.rev}})
+	s.notifyLocked()
+	return true, nil, nil
+}
+
+func (s *localStore) Delete(ctx context.Context, key string, prefix bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errLocalClosed
+	}
+	if !prefix {
+		s.deleteLocked(key)
+	} else {
+		var keys []string
+		for k := range s.kv {
+			if strings.HasPrefix(k, key) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			s.deleteLocked(k)
+		}
+	}
+	s.notifyLocked()
+	return nil
+}
+
+func (s *localStore) deleteLocked(key string) {
+	old, ok := s.kv[key]
+	if !ok {
+		return
+	}
+	if l := s.leases[old.lease]; l != nil {
+		delete(l.keys, key)
+	}
+	delete(s.kv, key)
+	s.rev++
+	s.recordLocked(Event{Deleted: true, KV: KeyValue{Key: key, Revision: s.rev}})
+}
+
+func (s *localStore) recordLocked(ev Event) {
+	s.history = append(s.history, ev)
+	if len(s.history) > localHistory {
+		drop := len(s.history) / 2
+		s.compacted = s.history[drop-1].KV.Revision
+		s.history = slices.Delete(s.history, 0, drop)
+	}
+}
+
+func (s *localStore) notifyLocked() {
+	if !s.closed {
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+}
+
+func (s *localStore) List(ctx context.Context, prefix string) ([]KeyValue, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, 0, errLocalClosed
+	}
+	var kvs []KeyValue
+	for k, v := range s.kv {
+		if strings.HasPrefix(k, prefix) {
+			kvs = append(kvs, KeyValue{Key: k, Value: slices.Clone(v.value), Revision: v.rev})
+		}
+	}
+	slices.SortFunc(kvs, func(a, b KeyValue) int { return strings.Compare(a.Key, b.Key) })
+	return kvs, s.rev, nil
+}
+
+func (s *localStore) Watch(ctx context.Context, prefix string, rev int64) <-chan WatchResponse {
+	out := make(chan WatchResponse)
+	go func() {
+		defer close(out)
+		for {
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				_ = send(ctx, out, WatchResponse{Err: errLocalClosed})
+				return
+			}
+			if rev <= s.compacted {
+				s.mu.Unlock()
+				_ = send(ctx, out, WatchResponse{Compacted: true})
+				return
+			}
+			i := sort.Search(len(s.history), func(i int) bool { return s.history[i].KV.Revision >= rev })
+			var evs []Event
+			for _, ev := range s.history[i:] {
+				if strings.HasPrefix(ev.KV.Key, prefix) {
+					ev.KV.Value = slices.Clone(ev.KV.Value)
+					evs = append(evs, ev)
+				}
+			}
+			rev = s.rev + 1
+			changed := s.changed
+			s.mu.Unlock()
+			if len(evs) > 0 && !send(ctx, out, WatchResponse{Events: evs}) {
+				return
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func send(ctx context.Context, out chan<- WatchResponse, wr WatchResponse) bool {
+	select {
+	case out <- wr:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
