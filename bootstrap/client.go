@@ -258,6 +258,10 @@ func probeOne(ctx context.Context, endpoint string, tc *tls.Config) error {
 	return tls.Client(conn, cfg).HandshakeContext(ctx)
 }
 
+// ClientTLS is the client-side TLS configuration the files make, as every
+// client of a ClientConfig with these files uses.
+func (f *TLSFiles) ClientTLS() (*tls.Config, error) { return f.clientConfig() }
+
 // clientConfig loads the files into a client-side TLS configuration.
 func (f *TLSFiles) clientConfig() (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}

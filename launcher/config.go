@@ -55,6 +55,13 @@ type Config struct {
 	// TLS files and credentials for EtcdEndpoints; optional.
 	EtcdCA, EtcdCert, EtcdKey string
 	EtcdUser, EtcdPassword    string
+	// JoinToken (--join) is the token the nodes of a job share (see
+	// token.go): the job secret and, with an embedded etcd served by node
+	// 0, the TLS credentials to reach it. Required on every node of a
+	// multi-node job but node 0, which prints a fresh one when it has
+	// none; with --etcd and no --etcd-ca/--etcd-cert it means node 0's
+	// etcd, reached with the credentials it derives.
+	JoinToken string
 
 	// Knobs for the ranks; optional. Transport is auto, shm or tcp; Paths
 	// the QPs per peer; CellSize the flowcell size in bytes; Policy
@@ -184,6 +191,18 @@ func (c *Config) validateJob() error {
 }
 
 func (c *Config) validateEtcd() error {
+	if c.JoinToken != "" {
+		if _, err := parseToken(c.JoinToken); err != nil {
+			return &FlagError{Flag: "--join", Value: "***", Want: err.Error()}
+		}
+		if len(c.EtcdEndpoints) == 0 && c.EtcdServe == "" {
+			return &FlagError{Flag: "--join", Value: "***", Want: "joins a job whose etcd is given with --etcd or served with --etcd-serve"}
+		}
+	}
+	if c.Nodes > 1 && c.JoinToken == "" && c.EtcdServe == "" && len(c.EtcdEndpoints) > 0 {
+		return &FlagError{Flag: "--join", Value: "",
+			Want: fmt.Sprintf("node %d of --nnodes %d needs the job's token: the one node 0 printed, or one from cellrun --new-token given to every node", c.NodeRank, c.Nodes)}
+	}
 	joined := strings.Join(c.EtcdEndpoints, ",")
 	if len(c.EtcdEndpoints) > 0 {
 		if _, err := bootstrap.ParseEndpoints(joined); err != nil {

@@ -106,21 +106,24 @@ func TestRefusedEtcd(t *testing.T) {
 }
 
 // TestKilledCellrunLeavesNothing kills cellrun outright while it serves
-// etcd: its data directory stays until the next cellrun of this user
-// starts, which removes it.
+// etcd with TLS: its data directory and TLS files stay until the next
+// cellrun of this user starts, which removes them.
 func TestKilledCellrunLeavesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	tmp := t.TempDir()
-	p := startCommand(t, tmp, nil, bin.cellrun, "-n", "1", bin.rankprog, "-block")
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	p := startCommand(t, tmp, nil, bin.cellrun, "--etcd-serve", addr, "--join", NewToken(), "-n", "1", bin.rankprog, "-block")
 	p.signalWhenBlocked(ctx, t, 1, syscall.SIGKILL)
 	assert.Equal(t, -1, p.wait(ctx, t), "killed")
 	for _, pid := range p.pids(t) {
 		waitGone(ctx, t, pid)
 	}
-	left, err := filepath.Glob(filepath.Join(tmp, "rdmacell-etcd-*"))
-	require.NoError(t, err)
-	require.Len(t, left, 1, "the killed cellrun could not remove its data directory")
+	for _, pattern := range []string{"rdmacell-etcd-*", "cellrun-tls-*"} {
+		left, err := filepath.Glob(filepath.Join(tmp, pattern))
+		require.NoError(t, err)
+		require.Len(t, left, 1, "the killed cellrun could not remove its %s", pattern)
+	}
 
 	next := startCommand(t, tmp, nil, bin.cellrun, "-n", "1", bin.rankprog)
 	require.Equal(t, 0, next.wait(ctx, t), "stderr: %q", next.stderr.all())

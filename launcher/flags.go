@@ -19,7 +19,15 @@ type flagValues struct {
 	etcd     string
 	cellSize string
 	help     bool
+	newToken bool
 }
+
+// ErrNewToken is returned by ParseArgs for --new-token: the caller prints
+// a fresh join token (NewToken) and exits.
+var ErrNewToken = errors.New("new token requested")
+
+// NewToken is a fresh join token, as --new-token prints.
+func NewToken() string { return newToken().String() }
 
 // newFlagSet defines cellrun's flags, writing into cfg and raw.
 func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
@@ -35,6 +43,8 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 	fs.StringVar(&cfg.Job, "job", "", "`ID` of the job, the same on every node (letters, digits, '.', '_', '-'); required with --nnodes > 1, random otherwise")
 	fs.StringVar(&raw.etcd, "etcd", "", "use the existing etcd cluster at `ENDPOINTS`, host:port[,host:port...]; default: an embedded etcd")
 	fs.StringVar(&cfg.EtcdServe, "etcd-serve", "", "on node 0: serve the embedded etcd on `ADDR` (e.g. 0.0.0.0:2379) for the other nodes")
+	fs.StringVar(&cfg.JoinToken, "join", "", "the job's `TOKEN`, the same on every node: node 0 prints one, or make one with --new-token (it is the job's secret: visible in the process list, like --etcd-password)")
+	fs.BoolVar(&raw.newToken, "new-token", false, "print a fresh join token and exit")
 	fs.StringVar(&cfg.EtcdCA, "etcd-ca", "", "PEM `FILE` of the CA that signed the --etcd cluster's certificate")
 	fs.StringVar(&cfg.EtcdCert, "etcd-cert", "", "PEM `FILE` of the client certificate for the --etcd cluster (with --etcd-key)")
 	fs.StringVar(&cfg.EtcdKey, "etcd-key", "", "PEM `FILE` of the key of --etcd-cert")
@@ -72,6 +82,9 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	if raw.help {
 		return Config{}, ErrHelp
+	}
+	if raw.newToken {
+		return Config{}, ErrNewToken
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {

@@ -135,6 +135,9 @@ type cellrunProc struct {
 	tmp    string // its TMPDIR: must be empty once it exited
 	stdout *lineLog
 	stderr *lineLog
+	// etcdAddr and token are those of a multi-node job's etcd, when the
+	// test started one.
+	etcdAddr, token string
 }
 
 // cleanEnv is the test's environment without any RDMACELL_ variable, with

@@ -155,8 +155,8 @@ func (j *job) watchSignals(ctx context.Context, done <-chan struct{}) {
 
 // spawn starts the ranks of this node and a supervisor for each. It stops
 // at the first cause, including a rank that could not be started.
-func (j *job) spawn(programPath string, endpoints []string) {
-	common := jobEnv(j.cfg.Env, &j.cfg, endpoints)
+func (j *job) spawn(programPath string, acc access) {
+	common := jobEnv(j.cfg.Env, &j.cfg, acc)
 	pattern, marker := deathPattern(j.cfg.Job)
 	deaths := &deathWatch{pattern: pattern, marker: marker}
 	node := -1

@@ -107,11 +107,12 @@ func TestExternalEtcd(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	port := freePort(t)
-	server := startCellrun(t, nil, "--etcd-serve", "127.0.0.1:"+strconv.Itoa(port), "-n", "1", bin.rankprog, "-block")
+	token := NewToken()
+	server := startCellrun(t, nil, "--etcd-serve", "127.0.0.1:"+strconv.Itoa(port), "--join", token, "-n", "1", bin.rankprog, "-block")
 	server.stdout.waitCount(ctx, t, "blocked", 1)
 
 	endpoint := "127.0.0.1:" + strconv.Itoa(port)
-	p, code := runCellrun(t, "--etcd", endpoint, "--job", "external-etcd", "-n", "2", bin.rankprog)
+	p, code := runCellrun(t, "--etcd", endpoint, "--join", token, "--job", "external-etcd", "-n", "2", bin.rankprog)
 	require.Equal(t, 0, code, "stderr:\n%s", strings.Join(p.stderr.all(), "\n"))
 	for r := range 2 {
 		lines := rankLines(p.stdout.all(), r)

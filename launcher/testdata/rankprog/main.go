@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -63,6 +65,19 @@ func run(failRank, code, killRank int, block, spawn, ignoreTerm, dieWithPeer boo
 		}
 	}
 	fmt.Printf("pid=%d\n", os.Getpid())
+	// The secret itself is never printed: its hash tells the tests whether
+	// ranks share it.
+	var secret []byte
+	if v := env("RDMACELL_SECRET"); v != "" {
+		b, err := hex.DecodeString(v)
+		if err != nil {
+			return fmt.Errorf("RDMACELL_SECRET: %w", err)
+		}
+		secret = b
+		fmt.Printf("secret-hash=%x\n", sha256.Sum256(b))
+	} else {
+		fmt.Println("secret unset")
+	}
 
 	rank, err := strconv.Atoi(env("RDMACELL_RANK"))
 	if err != nil {
@@ -88,8 +103,13 @@ func run(failRank, code, killRank int, block, spawn, ignoreTerm, dieWithPeer boo
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	client := bootstrap.ClientConfig{Endpoints: endpoints}
+	if ca := env("RDMACELL_ETCD_CA"); ca != "" {
+		client.TLS = &bootstrap.TLSFiles{CAFile: ca, CertFile: env("RDMACELL_ETCD_CERT"), KeyFile: env("RDMACELL_ETCD_KEY")}
+	}
 	job, err := bootstrap.Join(ctx, bootstrap.Config{
-		Client:    bootstrap.ClientConfig{Endpoints: endpoints},
+		Client:    client,
+		Secret:    secret,
 		Job:       env("RDMACELL_JOB"),
 		Rank:      rank,
 		WorldSize: world,
