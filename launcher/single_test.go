@@ -128,3 +128,17 @@ func TestExternalEtcd(t *testing.T) {
 	assert.Equal(t, 130, server.wait(ctx, t))
 	server.assertClean(ctx, t, 1)
 }
+
+// TestCleanTCPJobIsQuiet runs a small training job of four ranks over tcp,
+// whose teardown closes hundreds of connections: a clean run prints no
+// warning or error, from cellrun or any rank.
+func TestCleanTCPJobIsQuiet(t *testing.T) {
+	t.Parallel()
+	p, code := runCellrun(t, "--transport", "tcp", "-n", "4", "../examples/train", "-epochs", "2", "-samples", "1024")
+	all := append(p.stdout.all(), p.stderr.all()...)
+	require.Equal(t, 0, code, "%s", strings.Join(all, "\n"))
+	for _, line := range all {
+		assert.NotRegexp(t, `WARN|ERROR|level=(WARN|ERROR)`, line)
+	}
+	assert.Contains(t, strings.Join(p.stdout.all(), "\n"), "[0] weights identical on all 4 ranks")
+}
