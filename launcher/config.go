@@ -63,7 +63,7 @@ type Config struct {
 	// etcd, reached with the credentials it derives.
 	JoinToken string
 
-	// Knobs for the ranks; optional. Transport is auto, shm or tcp; Paths
+	// Knobs for the ranks; optional. Transport is auto, shm, tcp or ibv; Paths
 	// the QPs per peer; CellSize the flowcell size in bytes; Policy
 	// adaptive, ecmp or spray; Debug "1" or a comma-separated list of
 	// components; RendezvousTimeout bounds the ranks' rendezvous (and this
@@ -249,9 +249,9 @@ func (c *Config) validateEtcd() error {
 
 func (c *Config) validateKnobs() error {
 	switch c.Transport {
-	case "", "auto", "shm", "tcp":
+	case "", "auto", "shm", "tcp", "ibv":
 	default:
-		return &FlagError{Flag: "--transport", Value: c.Transport, Want: "want auto, shm or tcp"}
+		return &FlagError{Flag: "--transport", Value: c.Transport, Want: "want auto, shm, tcp or ibv"}
 	}
 	switch c.Policy {
 	case "", "adaptive", "ecmp", "spray":

@@ -50,7 +50,7 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 	fs.StringVar(&cfg.EtcdKey, "etcd-key", "", "PEM `FILE` of the key of --etcd-cert")
 	fs.StringVar(&cfg.EtcdUser, "etcd-user", "", "`USER` name for the --etcd cluster")
 	fs.StringVar(&cfg.EtcdPassword, "etcd-password", "", "`PASSWORD` of --etcd-user (visible to other users in the process list)")
-	fs.StringVar(&cfg.Transport, "transport", "", "`NAME` of the transport between ranks: auto, shm or tcp (sets RDMACELL_TRANSPORT)")
+	fs.StringVar(&cfg.Transport, "transport", "", "`NAME` of the transport between ranks: auto, shm, tcp or ibv (sets RDMACELL_TRANSPORT)")
 	fs.IntVar(&cfg.Paths, "paths", 0, "`N` paths (QPs) per peer, at least 1 (sets RDMACELL_PATHS)")
 	fs.StringVar(&raw.cellSize, "cell-size", "", "flowcell `SIZE` in bytes, e.g. 65536 or 64KiB (sets RDMACELL_CELL_SIZE)")
 	fs.StringVar(&cfg.Policy, "policy", "", "path scheduling `POLICY`: adaptive, ecmp or spray (sets RDMACELL_POLICY)")
@@ -146,8 +146,9 @@ rank fails the others are stopped and cellrun exits with that rank's code.
 PROGRAM may be a directory holding a Go main package; it is built once.
 
   cellrun -n 4 ./train
-  cellrun --nnodes 2 --node-rank 0 --job j1 --etcd-serve 0.0.0.0:2379 -n 8 ./train   # on node 0
-  cellrun --nnodes 2 --node-rank 1 --job j1 --etcd node0:2379 -n 8 ./train           # on node 1
+  TOKEN=$(cellrun --new-token)   # the job's secret: hand it to each node as a password
+  cellrun --nnodes 2 --node-rank 0 --job j1 --etcd-serve 0.0.0.0:2379 --join $TOKEN -n 8 ./train   # on node 0
+  cellrun --nnodes 2 --node-rank 1 --job j1 --etcd node0:2379 --join $TOKEN -n 8 ./train           # on node 1
 
 Flags:
 `)
@@ -155,8 +156,9 @@ Flags:
 	b.WriteString(newFlagSet(&cfg, &flagValues{}).FlagUsages())
 	b.WriteString(`
 Each rank gets RDMACELL_RANK, RDMACELL_WORLD_SIZE, RDMACELL_LOCAL_RANK,
-RDMACELL_LOCAL_WORLD_SIZE, RDMACELL_JOB and RDMACELL_ETCD_ENDPOINTS, plus the
-variables of the knob and --etcd-* flags that were given.
+RDMACELL_LOCAL_WORLD_SIZE, RDMACELL_JOB, RDMACELL_ETCD_ENDPOINTS and
+RDMACELL_SECRET (the job secret, which never enters etcd), plus the variables
+of the knob and --etcd-* flags that were given.
 `)
 	return b.String()
 }

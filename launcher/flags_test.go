@@ -22,7 +22,7 @@ func TestBadFlags(t *testing.T) {
 		{"not a number", []string{"-n", "four", "prog"}, `invalid argument "four" for "-n, --nproc-per-node" flag`},
 		{"unknown flag", []string{"--ranks", "4", "prog"}, `unknown flag: --ranks`},
 		{"no program", []string{"-n", "4"}, `missing PROGRAM`},
-		{"unknown transport", []string{"--transport", "udp", "prog"}, `--transport "udp": want auto, shm or tcp`},
+		{"unknown transport", []string{"--transport", "udp", "prog"}, `--transport "udp": want auto, shm, tcp or ibv`},
 		{"unknown policy", []string{"--policy", "random", "prog"}, `--policy "random": want adaptive, ecmp or spray`},
 		{"no paths", []string{"--paths", "0", "prog"}, `--paths "0": want 1 to 64 paths per peer`},
 		{"bad cell size", []string{"--cell-size", "12X", "prog"}, `--cell-size "12X": want a positive number of bytes`},
