@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 	fs.StringVar(&cfg.Job, "job", "", "`ID` of the job, the same on every node (letters, digits, '.', '_', '-'); required with --nnodes > 1, random otherwise")
 	fs.StringVar(&raw.etcd, "etcd", "", "use the existing etcd cluster at `ENDPOINTS`, host:port[,host:port...]; default: an embedded etcd")
 	fs.StringVar(&cfg.EtcdServe, "etcd-serve", "", "on node 0: serve the embedded etcd on `ADDR` (e.g. 0.0.0.0:2379) for the other nodes")
-	fs.StringVar(&cfg.JoinToken, "join", "", "the job's `TOKEN`, the same on every node: node 0 prints one, or make one with --new-token (it is the job's secret: visible in the process list, like --etcd-password)")
+	fs.StringVar(&cfg.JoinToken, "join", "", "the job's `TOKEN`, the same on every node: node 0 prints one, or make one with --new-token; @FILE reads it from FILE (a token on the command line is visible in the process list)")
 	fs.BoolVar(&raw.newToken, "new-token", false, "print a fresh join token and exit")
 	fs.StringVar(&cfg.EtcdCA, "etcd-ca", "", "PEM `FILE` of the CA that signed the --etcd cluster's certificate")
 	fs.StringVar(&cfg.EtcdCert, "etcd-cert", "", "PEM `FILE` of the client certificate for the --etcd cluster (with --etcd-key)")
@@ -97,6 +98,13 @@ func ParseArgs(args []string) (Config, error) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			return Config{}, &FlagError{Flag: "--etcd", Value: raw.etcd, Want: "want host:port[,host:port...]"}
 		}
+	}
+	if name, ok := strings.CutPrefix(cfg.JoinToken, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return Config{}, &FlagError{Flag: "--join", Value: cfg.JoinToken, Want: "a readable file holding the token: " + err.Error()}
+		}
+		cfg.JoinToken = strings.TrimSpace(string(b))
 	}
 	if fs.Changed("cell-size") {
 		n, err := parseSize(raw.cellSize)

@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -98,8 +100,38 @@ func TestParseArgs(t *testing.T) {
 	assert.Equal(t, []string{"-n", "5", "--lr=0.1"}, cfg.Args)
 	assert.Equal(t, DefaultGrace, cfg.Grace)
 
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	token := NewToken()
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+	cfg, err = ParseArgs([]string{"--join", "@" + tokenFile, "./train"})
+	require.NoError(t, err)
+	assert.Equal(t, token, cfg.JoinToken, "--join @FILE")
+	_, err = ParseArgs([]string{"--join", "@" + tokenFile + ".missing", "./train"})
+	assert.ErrorIs(t, err, ErrUsage)
+
 	_, err = ParseArgs([]string{"-h"})
 	assert.ErrorIs(t, err, ErrHelp)
 	_, err = ParseArgs([]string{"--paths", "x", "prog"})
 	assert.ErrorIs(t, err, ErrUsage)
+}
+
+// TestJoinTokenFlag refuses a malformed token without echoing it, and a
+// token where no etcd is shared.
+func TestJoinTokenFlag(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--etcd", "h:1", "--join", "rdmacell1.short-secret", "prog"}, `--join "***": want "rdmacell1." and 43 base64url characters`},
+		{[]string{"--etcd", "h:1", "--join", "secret-guess", "prog"}, `--join "***": want a token printed by cellrun`},
+		{[]string{"--join", NewToken(), "prog"}, `--join "***": joins a job whose etcd is given with --etcd or served with --etcd-serve`},
+		{[]string{"--nnodes", "2", "--node-rank", "1", "--job", "j", "--etcd", "h:1", "prog"}, `--join "": node 1 of --nnodes 2 needs the job's token`},
+	} {
+		p, code := runCellrun(t, tt.args...)
+		assert.Equal(t, ExitUsage, code)
+		stderr := strings.Join(p.stderr.all(), "\n")
+		assert.Contains(t, stderr, "cellrun: "+tt.want)
+		assert.NotContains(t, stderr, "secret", "a token is never echoed")
+	}
 }
