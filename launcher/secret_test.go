@@ -145,3 +145,29 @@ func waitServing(ctx context.Context, t *testing.T, addr string) {
 		}
 	}
 }
+
+// TestNodeZeroPrintsToken starts node 0 without a token: it prints one,
+// and node 1, given it, joins and the job runs.
+func TestNodeZeroPrintsToken(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	common := []string{"--nnodes", "2", "--job", "printed-token", "-n", "1", "--node-timeout", "1s"}
+	node0 := startCellrun(t, nil, append(common, "--node-rank", "0", "--etcd-serve", addr, bin.rankprog)...)
+	node0.stderr.waitCount(ctx, t, "--join ", 1)
+	var token string
+	for _, line := range node0.stderr.all() {
+		if _, rest, ok := strings.Cut(line, "cellrun: start the other nodes with --join "); ok {
+			token, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	_, err := parseToken(token)
+	require.NoError(t, err, "node 0 printed %q", node0.stderr.all())
+	node1 := startCellrun(t, nil, append(common, "--node-rank", "1", "--etcd", addr, "--join", token, bin.rankprog)...)
+	for node, p := range []*cellrunProc{node0, node1} {
+		require.Equal(t, 0, p.wait(ctx, t), "node %d: %q", node, p.stderr.all())
+		assert.Contains(t, strings.Join(p.stdout.all(), "\n"), "passed barrier", "node %d", node)
+	}
+	assert.Len(t, ownLines(node0.stderr.all()), 1, "node 0 prints the token, nothing else")
+	assert.Empty(t, ownLines(node1.stderr.all()))
+}
