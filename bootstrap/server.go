@@ -8,12 +8,17 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
 )
 
 // ServerConfig configures an embedded etcd server. The zero value serves on
@@ -27,8 +32,15 @@ type ServerConfig struct {
 	// node never receives peer traffic, the address only has to be valid.
 	PeerAddr string
 	// DataDir holds etcd's data. Empty means a fresh temporary directory,
-	// removed by Close; a given directory is left in place.
+	// removed by Close, or, after an unclean exit, by the next StartServer
+	// of the same user (see sweepDataDirs); a given directory is left in
+	// place.
 	DataDir string
+	// Unix serves clients on a unix socket inside the data directory
+	// instead of TCP: only this user (and root) can reach it, since the
+	// directory is private (0700). ClientAddr must then be empty. The
+	// endpoint is unix:///path/to/socket.
+	Unix bool
 	// TLS, if set, serves clients over TLS with CertFile/KeyFile; a CAFile
 	// makes the server require client certificates signed by it.
 	TLS *TLSFiles
@@ -40,7 +52,8 @@ type ServerConfig struct {
 type Server struct {
 	etcd      *embed.Etcd
 	endpoints []string
-	tempDir   string // removed by Close; empty when the caller owns DataDir
+	tempDir   string   // removed by Close; empty when the caller owns DataDir
+	lock      *os.File // holds tempDir's lock file locked while the server runs
 	log       *slog.Logger
 
 	closeOnce sync.Once
@@ -59,23 +72,27 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{log: log.With("component", "bootstrap"), closed: make(chan struct{})}
 
+	if cfg.Unix && cfg.ClientAddr != "" {
+		return nil, fmt.Errorf("bootstrap: server ClientAddr %q: a server on a unix socket has no address", cfg.ClientAddr)
+	}
 	dir := cfg.DataDir
 	if dir == "" {
-		d, err := os.MkdirTemp("", "rdmacell-etcd-")
+		sweepDataDirs(os.TempDir(), s.log)
+		d, lock, err := makeDataDir(os.TempDir())
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap: etcd data dir: %w", err)
 		}
-		dir, s.tempDir = d, d
+		dir, s.tempDir, s.lock = d, d, lock
 	}
 
-	ec, err := embedConfig(cfg, dir)
+	ec, err := embedConfig(cfg, dir, s.fatal)
 	if err != nil {
-		s.removeTempDir()
+		_ = s.removeTempDir()
 		return nil, err
 	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
-		s.removeTempDir()
+		_ = s.removeTempDir()
 		return nil, fmt.Errorf("bootstrap: start etcd (clients on %s): %w", ec.ListenClientUrls[0].Host, err)
 	}
 	s.etcd = e
@@ -94,30 +111,56 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if cfg.TLS != nil {
 		scheme = "https://"
 	}
+	if cfg.Unix {
+		s.endpoints = []string{"unix://" + ec.ListenClientUrls[0].Path}
+		if cfg.TLS != nil {
+			s.endpoints = []string{"unixs://" + ec.ListenClientUrls[0].Path}
+		}
+	}
 	for _, l := range e.Clients {
+		if cfg.Unix {
+			break
+		}
 		s.endpoints = append(s.endpoints, scheme+dialableAddr(l.Addr(), ec.ListenClientUrls[0].Hostname()))
 	}
 	s.log.Debug("embedded etcd ready", "endpoints", s.endpoints, "data_dir", dir)
 	return s, nil
 }
 
-// embedConfig translates our configuration into etcd's.
-func embedConfig(cfg ServerConfig, dir string) (*embed.Config, error) {
-	clientAddr := cfg.ClientAddr
-	if clientAddr == "" {
-		clientAddr = "127.0.0.1:0"
-	}
-	peerAddr := cfg.PeerAddr
-	if peerAddr == "" {
-		peerAddr = "127.0.0.1:0"
-	}
+// maxSocketPath is the longest path a unix socket address holds
+// (sun_path, less its terminating zero).
+const maxSocketPath = 107
+
+// embedConfig translates our configuration into etcd's. fatal is called on
+// etcd's fatal errors, before etcd exits the process.
+func embedConfig(cfg ServerConfig, dir string, fatal func(string)) (*embed.Config, error) {
 	scheme := "http"
 	if cfg.TLS != nil {
 		scheme = "https"
 	}
-	clientURL, err := listenURL(scheme, clientAddr, "ClientAddr")
-	if err != nil {
-		return nil, err
+	var clientURL *url.URL
+	if cfg.Unix {
+		path := filepath.Join(dir, "client.sock")
+		if len(path) > maxSocketPath {
+			return nil, fmt.Errorf("bootstrap: unix socket %s: longer than %d bytes (set TMPDIR to a shorter directory)", path, maxSocketPath)
+		}
+		clientURL = &url.URL{Scheme: "unix", Path: path}
+		if cfg.TLS != nil {
+			clientURL.Scheme = "unixs"
+		}
+	} else {
+		clientAddr := cfg.ClientAddr
+		if clientAddr == "" {
+			clientAddr = "127.0.0.1:0"
+		}
+		var err error
+		if clientURL, err = listenURL(scheme, clientAddr, "ClientAddr"); err != nil {
+			return nil, err
+		}
+	}
+	peerAddr := cfg.PeerAddr
+	if peerAddr == "" {
+		peerAddr = "127.0.0.1:0"
 	}
 	peerURL, err := listenURL("http", peerAddr, "PeerAddr")
 	if err != nil {
@@ -145,7 +188,13 @@ func embedConfig(cfg ServerConfig, dir string) (*embed.Config, error) {
 	ec.AdvertisePeerUrls = []url.URL{*peerURL}
 	ec.InitialCluster = ec.Name + "=" + peerURL.String()
 	ec.LogLevel = "error"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey, enc.LevelKey, enc.CallerKey = "", "", ""
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
+		zapcore.NewConsoleEncoder(enc),
+		zapcore.AddSync(fatalWriter{fatal}),
+		zapcore.DPanicLevel,
+	), zap.WithFatalHook(fatalExit{})))
 	if cfg.TLS != nil {
 		if cfg.TLS.CertFile == "" || cfg.TLS.KeyFile == "" {
 			return nil, fmt.Errorf("bootstrap: server TLS needs CertFile and KeyFile (got %q and %q)",
@@ -159,6 +208,29 @@ func embedConfig(cfg ServerConfig, dir string) (*embed.Config, error) {
 		}
 	}
 	return ec, nil
+}
+
+// fatalWriter hands the records of etcd's logger, which only passes on
+// those of its fatal levels, to the server's fatal handler.
+type fatalWriter struct{ fatal func(string) }
+
+func (w fatalWriter) Write(p []byte) (int, error) {
+	w.fatal(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// fatalExit ends the process after a fatal record of etcd, as etcd expects
+// (it does not carry on after one), with the exit code of a failed launch.
+type fatalExit struct{}
+
+func (fatalExit) OnWrite(*zapcore.CheckedEntry, []zapcore.Field) { os.Exit(1) }
+
+// fatal reports one of etcd's fatal errors, which end the process: a
+// silent exit would leave the user nothing to go on (running out of file
+// descriptors is the usual cause), and the data directory would stay.
+func (s *Server) fatal(msg string) {
+	s.log.Error("embedded etcd failed; exiting", "etcd", msg)
+	_ = s.removeTempDir()
 }
 
 // listenURL checks a host:port and makes it the URL etcd wants.
@@ -219,13 +291,104 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 }
 
-// removeTempDir deletes the data directory we created, if any.
+// removeTempDir deletes the data directory we created, if any, and then
+// lets go of its lock.
 func (s *Server) removeTempDir() error {
 	if s.tempDir == "" {
 		return nil
 	}
-	if err := os.RemoveAll(s.tempDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	err := os.RemoveAll(s.tempDir)
+	if s.lock != nil {
+		_ = s.lock.Close()
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("bootstrap: remove etcd data dir: %w", err)
 	}
 	return nil
+}
+
+// Data directories of servers whose caller gave none are
+// dataDirPrefix<pid>-<random> in the temporary directory, each holding a
+// lock file that its server holds locked (flock) while it runs. The kernel
+// drops the lock when the process dies, however it dies, so a directory
+// whose lock can be taken belongs to nobody and is removed by the next
+// server that starts (sweepDataDirs).
+const (
+	dataDirPrefix = "rdmacell-etcd-"
+	lockFileName  = "owner.lock"
+)
+
+// makeDataDir creates a private data directory in tmp and locks it.
+func makeDataDir(tmp string) (string, *os.File, error) {
+	dir, err := os.MkdirTemp(tmp, dataDirPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err != nil {
+			_ = lock.Close()
+		}
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return dir, lock, nil
+}
+
+// sweepDataDirs removes the data directories in tmp left by servers of
+// this user that died without Close. A directory without its lock file is
+// being created, or was left by a server that died while creating it: it
+// is removed only when the process its name gives is gone.
+func sweepDataDirs(tmp string, log *slog.Logger) {
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	uid := os.Getuid()
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), dataDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(tmp, e.Name())
+		var st unix.Stat_t
+		if unix.Lstat(dir, &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		if !ownerGone(dir, rest) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			log.Debug("cannot remove a dead server's etcd data dir", "dir", dir, "err", err)
+			continue
+		}
+		log.Debug("removed the etcd data dir of a server that died", "dir", dir)
+	}
+}
+
+// ownerGone reports whether the server of data directory dir, whose name
+// ends in rest ("<pid>-<random>"), is no longer running: its lock is free
+// (or was never made) and its process is gone. A free lock alone is not
+// enough: a server locks its file a moment after creating it. A lock that
+// has been free for a minute is enough, whatever runs under the pid now.
+func ownerGone(dir, rest string) bool {
+	pidText, _, _ := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	processGone := errors.Is(unix.Kill(pid, 0), unix.ESRCH)
+	lock, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR, 0)
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist) && processGone
+	}
+	defer lock.Close() // which lets go of the lock if we took it
+	if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false
+	}
+	info, err := lock.Stat()
+	return processGone || (err == nil && time.Since(info.ModTime()) > time.Minute)
 }

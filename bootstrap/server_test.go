@@ -174,7 +174,9 @@ func TestParseEndpoints(t *testing.T) {
 		{in: "", wantErr: "no endpoint given"},
 		{in: " , ", wantErr: "no endpoint given"},
 		{in: "a:1,nohost", wantErr: `"http://nohost": want host:port`},
-		{in: "unix://x:1", wantErr: `scheme "unix"`},
+		{in: "unix://x:1", wantErr: `want unix:///absolute/path`},
+		{in: "unix:///run/etcd.sock", want: []string{"unix:///run/etcd.sock"}},
+		{in: "ftp://x:1", wantErr: `scheme "ftp"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -18,6 +18,10 @@ func Main(ctx context.Context, args []string, signals <-chan os.Signal, stdout, 
 		_, _ = io.WriteString(stdout, Usage())
 		return 0
 	}
+	if errors.Is(err, ErrNewToken) {
+		_, _ = io.WriteString(stdout, NewToken()+"\n")
+		return 0
+	}
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "cellrun: %v\nRun 'cellrun --help' for the flags.\n", err)
 		return ExitUsage

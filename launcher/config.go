@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/cell"
 )
 
 // Defaults of the Config fields whose zero value means "the default".
@@ -54,8 +55,15 @@ type Config struct {
 	// TLS files and credentials for EtcdEndpoints; optional.
 	EtcdCA, EtcdCert, EtcdKey string
 	EtcdUser, EtcdPassword    string
+	// JoinToken (--join) is the token the nodes of a job share (see
+	// token.go): the job secret and, with an embedded etcd served by node
+	// 0, the TLS credentials to reach it. Required on every node of a
+	// multi-node job but node 0, which prints a fresh one when it has
+	// none; with --etcd and no --etcd-ca/--etcd-cert it means node 0's
+	// etcd, reached with the credentials it derives.
+	JoinToken string
 
-	// Knobs for the ranks; optional. Transport is auto, shm or tcp; Paths
+	// Knobs for the ranks; optional. Transport is auto, shm, tcp or ibv; Paths
 	// the QPs per peer; CellSize the flowcell size in bytes; Policy
 	// adaptive, ecmp or spray; Debug "1" or a comma-separated list of
 	// components; RendezvousTimeout bounds the ranks' rendezvous (and this
@@ -88,6 +96,27 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Bounds of the Config fields: beyond them a value is a mistake (a typo,
+// a unit forgotten), not a choice, and is refused before anything starts.
+const (
+	// MaxProcsPerNode bounds -n; the machine's own limits (see
+	// checkMachineLimits) usually bind first.
+	MaxProcsPerNode = 4096
+	// MaxNodes bounds --nnodes.
+	MaxNodes = 4096
+	// MinCellSize and MaxCellSize bound --cell-size: below a page a cell is
+	// all overhead (two work requests and a token per few bytes); the
+	// communicator takes at most 2 GiB.
+	MinCellSize = 4 << 10
+	MaxCellSize = 2 << 30
+	// MaxPaths bounds --paths, as the cell engine does.
+	MaxPaths = cell.MaxPaths
+	// maxWait bounds --grace and --rendezvous-timeout; maxNodeTimeout
+	// bounds --node-timeout, which etcd counts in whole seconds.
+	maxWait        = 24 * time.Hour
+	maxNodeTimeout = time.Hour
+)
+
 // jobIDPattern is the job ids etcd keys are built from (as bootstrap).
 var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
@@ -103,8 +132,15 @@ func (c *Config) validate() error {
 	if c.ProcsPerNode < 1 {
 		return &FlagError{Flag: "-n/--nproc-per-node", Value: strconv.Itoa(c.ProcsPerNode), Want: "want at least 1 rank per node"}
 	}
+	if c.ProcsPerNode > MaxProcsPerNode {
+		return &FlagError{Flag: "-n/--nproc-per-node", Value: strconv.Itoa(c.ProcsPerNode),
+			Want: fmt.Sprintf("want at most %d ranks per node", MaxProcsPerNode)}
+	}
 	if c.Nodes < 1 {
 		return &FlagError{Flag: "--nnodes", Value: strconv.Itoa(c.Nodes), Want: "want at least 1 node"}
+	}
+	if c.Nodes > MaxNodes {
+		return &FlagError{Flag: "--nnodes", Value: strconv.Itoa(c.Nodes), Want: fmt.Sprintf("want at most %d nodes", MaxNodes)}
 	}
 	if c.NodeRank < 0 || c.NodeRank >= c.Nodes {
 		return &FlagError{Flag: "--node-rank", Value: strconv.Itoa(c.NodeRank),
@@ -119,14 +155,15 @@ func (c *Config) validate() error {
 	if err := c.validateKnobs(); err != nil {
 		return err
 	}
-	if c.Grace < 0 {
-		return &FlagError{Flag: "--grace", Value: c.Grace.String(), Want: "want a positive duration"}
+	if c.Grace < 0 || c.Grace > maxWait {
+		return &FlagError{Flag: "--grace", Value: c.Grace.String(), Want: "want a positive duration of at most " + maxWait.String()}
 	}
 	if c.Grace == 0 {
 		c.Grace = DefaultGrace
 	}
-	if c.NodeTimeout < 0 {
-		return &FlagError{Flag: "--node-timeout", Value: c.NodeTimeout.String(), Want: "want a positive duration"}
+	if c.NodeTimeout != 0 && (c.NodeTimeout < time.Second || c.NodeTimeout > maxNodeTimeout) {
+		return &FlagError{Flag: "--node-timeout", Value: c.NodeTimeout.String(),
+			Want: "want 1s to " + maxNodeTimeout.String() + " (etcd leases count whole seconds)"}
 	}
 	if c.NodeTimeout == 0 {
 		c.NodeTimeout = DefaultNodeTimeout
@@ -154,6 +191,18 @@ func (c *Config) validateJob() error {
 }
 
 func (c *Config) validateEtcd() error {
+	if c.JoinToken != "" {
+		if _, err := parseToken(c.JoinToken); err != nil {
+			return &FlagError{Flag: "--join", Value: "***", Want: err.Error()}
+		}
+		if len(c.EtcdEndpoints) == 0 && c.EtcdServe == "" {
+			return &FlagError{Flag: "--join", Value: "***", Want: "joins a job whose etcd is given with --etcd or served with --etcd-serve"}
+		}
+	}
+	if c.Nodes > 1 && c.JoinToken == "" && c.EtcdServe == "" && len(c.EtcdEndpoints) > 0 {
+		return &FlagError{Flag: "--join", Value: "",
+			Want: fmt.Sprintf("node %d of --nnodes %d needs the job's token: the one node 0 printed, or one from cellrun --new-token given to every node", c.NodeRank, c.Nodes)}
+	}
 	joined := strings.Join(c.EtcdEndpoints, ",")
 	if len(c.EtcdEndpoints) > 0 {
 		if _, err := bootstrap.ParseEndpoints(joined); err != nil {
@@ -200,26 +249,27 @@ func (c *Config) validateEtcd() error {
 
 func (c *Config) validateKnobs() error {
 	switch c.Transport {
-	case "", "auto", "shm", "tcp":
+	case "", "auto", "shm", "tcp", "ibv":
 	default:
-		return &FlagError{Flag: "--transport", Value: c.Transport, Want: "want auto, shm or tcp"}
+		return &FlagError{Flag: "--transport", Value: c.Transport, Want: "want auto, shm, tcp or ibv"}
 	}
 	switch c.Policy {
 	case "", "adaptive", "ecmp", "spray":
 	default:
 		return &FlagError{Flag: "--policy", Value: c.Policy, Want: "want adaptive, ecmp or spray"}
 	}
-	if c.Paths < 0 {
-		return &FlagError{Flag: "--paths", Value: strconv.Itoa(c.Paths), Want: "want at least 1 path per peer"}
+	if c.Paths < 0 || c.Paths > MaxPaths {
+		return &FlagError{Flag: "--paths", Value: strconv.Itoa(c.Paths), Want: fmt.Sprintf("want 1 to %d paths per peer", MaxPaths)}
 	}
-	if c.CellSize < 0 {
-		return &FlagError{Flag: "--cell-size", Value: strconv.FormatInt(c.CellSize, 10), Want: "want a positive size in bytes"}
+	if c.CellSize != 0 && (c.CellSize < MinCellSize || c.CellSize > MaxCellSize) {
+		return &FlagError{Flag: "--cell-size", Value: strconv.FormatInt(c.CellSize, 10), Want: "want 4KiB to 2GiB"}
 	}
 	if c.Debug != "" && !debugPattern.MatchString(c.Debug) {
 		return &FlagError{Flag: "--debug", Value: c.Debug, Want: "want 1, or a comma-separated list of components such as cell,bootstrap"}
 	}
-	if c.RendezvousTimeout < 0 {
-		return &FlagError{Flag: "--rendezvous-timeout", Value: c.RendezvousTimeout.String(), Want: "want a positive duration"}
+	if c.RendezvousTimeout < 0 || c.RendezvousTimeout > maxWait {
+		return &FlagError{Flag: "--rendezvous-timeout", Value: c.RendezvousTimeout.String(),
+			Want: "want a positive duration of at most " + maxWait.String()}
 	}
 	return nil
 }

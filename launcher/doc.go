@@ -32,13 +32,14 @@
 //	RDMACELL_LOCAL_WORLD_SIZE   nproc_per_node
 //	RDMACELL_JOB                job id (letters, digits, '.', '_', '-')
 //	RDMACELL_ETCD_ENDPOINTS     comma-separated etcd client URLs or host:port
+//	RDMACELL_SECRET             the job secret, 64 hex digits (see below)
 //
 // Set only when the corresponding flag is given (otherwise a value inherited
 // from cellrun's own environment passes through unchanged):
 //
-//	RDMACELL_TRANSPORT            --transport: auto, shm or tcp
+//	RDMACELL_TRANSPORT            --transport: auto, shm, tcp or ibv
 //	RDMACELL_PATHS                --paths: QPs per peer, a positive integer
-//	RDMACELL_CELL_SIZE            --cell-size: flowcell size in bytes, a positive integer
+//	RDMACELL_CELL_SIZE            --cell-size: flowcell size in bytes, 4KiB to 2GiB
 //	RDMACELL_POLICY               --policy: adaptive, ecmp or spray
 //	RDMACELL_DEBUG                --debug: "1", or a comma-separated list of components
 //	RDMACELL_RENDEZVOUS_TIMEOUT   --rendezvous-timeout: a Go duration such as "2m0s"
@@ -48,6 +49,27 @@
 //	RDMACELL_ETCD_USER            --etcd-user: etcd user name
 //	RDMACELL_ETCD_PASSWORD        --etcd-password: etcd password
 //
-// The etcd variables are never inherited: they belong to the etcd that
-// cellrun chose for the job.
+// The etcd variables and the secret are never inherited: they belong to
+// the etcd that cellrun chose for the job. With a join token (--join) and
+// no --etcd-ca/--etcd-cert, the RDMACELL_ETCD_CA/CERT/KEY files are those
+// cellrun derived from the token, in a private temporary directory.
+//
+// # Secrets
+//
+// The job secret authenticates the ranks' tcp connections, so it never
+// enters etcd, where anyone who reads the store would find it: cellrun
+// draws a fresh one per run (one node) or derives it from the join token
+// every node is given (see token.go), and passes it in RDMACELL_SECRET.
+// One node's embedded etcd listens on a unix socket in a private
+// directory; node 0's --etcd-serve serves TLS with client certificates of
+// a certificate authority derived from the token. The README's threat
+// model says who can read what.
+//
+// # Edges
+//
+// Everything that can be checked before a rank starts is: the flags'
+// ranges, -n against the machine's process, pids-cgroup and descriptor
+// limits (limits.go), an external etcd's reachability (a bounded probe).
+// What fails later fails in one line that names the rank, or the rank the
+// others declared dead (blame.go).
 package launcher

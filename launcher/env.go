@@ -26,6 +26,7 @@ const (
 	EnvEtcdKey           = "RDMACELL_ETCD_KEY"
 	EnvEtcdUser          = "RDMACELL_ETCD_USER"
 	EnvEtcdPassword      = "RDMACELL_ETCD_PASSWORD"
+	EnvSecret            = "RDMACELL_SECRET"
 )
 
 // ownedVars are never inherited from cellrun's environment: a stale rank
@@ -33,19 +34,36 @@ const (
 // the ranks.
 var ownedVars = []string{
 	EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvJob, EnvEtcdEndpoints,
-	EnvEtcdCA, EnvEtcdCert, EnvEtcdKey, EnvEtcdUser, EnvEtcdPassword,
+	EnvEtcdCA, EnvEtcdCert, EnvEtcdKey, EnvEtcdUser, EnvEtcdPassword, EnvSecret,
+}
+
+// access is how the ranks of this node reach the job: the etcd endpoints,
+// the TLS files cellrun made for them (nil when it made none) and the job
+// secret.
+type access struct {
+	endpoints []string
+	tls       *tlsDir
+	secret    []byte
 }
 
 // jobEnv is the part of the ranks' environment that is the same for every
 // rank of this node: the inherited environment minus what cellrun owns or
 // overrides, plus the job-wide variables.
-func jobEnv(base []string, cfg *Config, endpoints []string) []string {
+func jobEnv(base []string, cfg *Config, acc access) []string {
 	var set []string
 	add := func(name, value string) { set = append(set, name+"="+value) }
 	add(EnvWorldSize, strconv.Itoa(cfg.Nodes*cfg.ProcsPerNode))
 	add(EnvLocalWorldSize, strconv.Itoa(cfg.ProcsPerNode))
 	add(EnvJob, cfg.Job)
-	add(EnvEtcdEndpoints, strings.Join(endpoints, ","))
+	add(EnvEtcdEndpoints, strings.Join(acc.endpoints, ","))
+	if acc.secret != nil {
+		add(EnvSecret, secretEnv(acc.secret))
+	}
+	if acc.tls != nil {
+		add(EnvEtcdCA, acc.tls.caFile)
+		add(EnvEtcdCert, acc.tls.certFile)
+		add(EnvEtcdKey, acc.tls.keyFile)
+	}
 	if cfg.Transport != "" {
 		add(EnvTransport, cfg.Transport)
 	}

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -10,7 +11,10 @@ import (
 )
 
 func TestJobEnv(t *testing.T) {
-	base := []string{"PATH=/bin", "RDMACELL_RANK=9", "RDMACELL_ETCD_PASSWORD=old", "RDMACELL_POLICY=ecmp", "RDMACELL_TRANSPORT=shm"}
+	base := []string{"PATH=/bin", "RDMACELL_RANK=9", "RDMACELL_ETCD_PASSWORD=old", "RDMACELL_POLICY=ecmp", "RDMACELL_TRANSPORT=shm",
+		"RDMACELL_SECRET=" + strings.Repeat("ab", 32)}
+	secret := make([]byte, 32)
+	secret[0] = 0xc5
 	tests := []struct {
 		name string
 		cfg  Config
@@ -21,6 +25,7 @@ func TestJobEnv(t *testing.T) {
 			cfg:  Config{Nodes: 1, ProcsPerNode: 2, Job: "j"},
 			want: []string{"PATH=/bin", "RDMACELL_POLICY=ecmp", "RDMACELL_TRANSPORT=shm",
 				"RDMACELL_WORLD_SIZE=2", "RDMACELL_LOCAL_WORLD_SIZE=2", "RDMACELL_JOB=j", "RDMACELL_ETCD_ENDPOINTS=http://a:1,http://b:2",
+				"RDMACELL_SECRET=c5" + strings.Repeat("00", 31),
 				"RDMACELL_RANK=5", "RDMACELL_LOCAL_RANK=1"},
 		},
 		{
@@ -30,7 +35,7 @@ func TestJobEnv(t *testing.T) {
 				EtcdCA: "ca.pem", EtcdCert: "c.pem", EtcdKey: "k.pem", EtcdUser: "u", EtcdPassword: "p"},
 			want: []string{"PATH=/bin",
 				"RDMACELL_WORLD_SIZE=6", "RDMACELL_LOCAL_WORLD_SIZE=2", "RDMACELL_JOB=j", "RDMACELL_ETCD_ENDPOINTS=http://a:1,http://b:2",
-				"RDMACELL_TRANSPORT=tcp", "RDMACELL_PATHS=4", "RDMACELL_CELL_SIZE=1048576", "RDMACELL_POLICY=spray",
+				"RDMACELL_SECRET=c5" + strings.Repeat("00", 31), "RDMACELL_TRANSPORT=tcp", "RDMACELL_PATHS=4", "RDMACELL_CELL_SIZE=1048576", "RDMACELL_POLICY=spray",
 				"RDMACELL_DEBUG=1", "RDMACELL_RENDEZVOUS_TIMEOUT=1m30s",
 				"RDMACELL_ETCD_CA=ca.pem", "RDMACELL_ETCD_CERT=c.pem", "RDMACELL_ETCD_KEY=k.pem",
 				"RDMACELL_ETCD_USER=u", "RDMACELL_ETCD_PASSWORD=p",
@@ -39,7 +44,7 @@ func TestJobEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := rankEnv(jobEnv(base, &tt.cfg, []string{"http://a:1", "http://b:2"}), 5, 1)
+			env := rankEnv(jobEnv(base, &tt.cfg, access{endpoints: []string{"http://a:1", "http://b:2"}, secret: secret}), 5, 1)
 			assert.Equal(t, tt.want, env)
 		})
 	}

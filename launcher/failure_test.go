@@ -130,3 +130,22 @@ func TestSignals(t *testing.T) {
 		})
 	}
 }
+
+// TestStoppedRankBlamed stops one rank (SIGSTOP) while all block in a
+// barrier: the others declare it dead when its lease expires and exit 1,
+// and cellrun's line names the stopped rank, not the first to exit.
+func TestStoppedRankBlamed(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	p := startCellrun(t, nil, "-n", "3", "--grace", "500ms", bin.rankprog, "-block", "-die-with-peer")
+	p.stdout.waitCount(ctx, t, "blocked", 3)
+	stopped := rankPID(t, p.stdout.all(), 1)
+	require.NoError(t, syscall.Kill(stopped, syscall.SIGSTOP))
+
+	assert.Equal(t, 1, p.wait(ctx, t))
+	own := ownLines(p.stderr.all())
+	require.Len(t, own, 1, "cellrun writes exactly one line: %q", p.stderr.all())
+	assert.Regexp(t, regexp.MustCompile(`^cellrun: rank 1 \(pid `+strconv.Itoa(stopped)+`, host [^,]+\) was stopped \(SIGSTOP or a debugger\) `+
+		`and declared dead by the others; rank [02] \(pid \d+, host [^,]+\) exited with code 1$`), own[0])
+	p.assertClean(ctx, t, 3)
+}

@@ -2,7 +2,9 @@ package launcher
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +20,15 @@ type flagValues struct {
 	etcd     string
 	cellSize string
 	help     bool
+	newToken bool
 }
+
+// ErrNewToken is returned by ParseArgs for --new-token: the caller prints
+// a fresh join token (NewToken) and exits.
+var ErrNewToken = errors.New("new token requested")
+
+// NewToken is a fresh join token, as --new-token prints.
+func NewToken() string { return newToken().String() }
 
 // newFlagSet defines cellrun's flags, writing into cfg and raw.
 func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
@@ -34,12 +44,14 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 	fs.StringVar(&cfg.Job, "job", "", "`ID` of the job, the same on every node (letters, digits, '.', '_', '-'); required with --nnodes > 1, random otherwise")
 	fs.StringVar(&raw.etcd, "etcd", "", "use the existing etcd cluster at `ENDPOINTS`, host:port[,host:port...]; default: an embedded etcd")
 	fs.StringVar(&cfg.EtcdServe, "etcd-serve", "", "on node 0: serve the embedded etcd on `ADDR` (e.g. 0.0.0.0:2379) for the other nodes")
+	fs.StringVar(&cfg.JoinToken, "join", "", "the job's `TOKEN`, the same on every node: node 0 prints one, or make one with --new-token; @FILE reads it from FILE (a token on the command line is visible in the process list)")
+	fs.BoolVar(&raw.newToken, "new-token", false, "print a fresh join token and exit")
 	fs.StringVar(&cfg.EtcdCA, "etcd-ca", "", "PEM `FILE` of the CA that signed the --etcd cluster's certificate")
 	fs.StringVar(&cfg.EtcdCert, "etcd-cert", "", "PEM `FILE` of the client certificate for the --etcd cluster (with --etcd-key)")
 	fs.StringVar(&cfg.EtcdKey, "etcd-key", "", "PEM `FILE` of the key of --etcd-cert")
 	fs.StringVar(&cfg.EtcdUser, "etcd-user", "", "`USER` name for the --etcd cluster")
 	fs.StringVar(&cfg.EtcdPassword, "etcd-password", "", "`PASSWORD` of --etcd-user (visible to other users in the process list)")
-	fs.StringVar(&cfg.Transport, "transport", "", "`NAME` of the transport between ranks: auto, shm or tcp (sets RDMACELL_TRANSPORT)")
+	fs.StringVar(&cfg.Transport, "transport", "", "`NAME` of the transport between ranks: auto, shm, tcp or ibv (sets RDMACELL_TRANSPORT)")
 	fs.IntVar(&cfg.Paths, "paths", 0, "`N` paths (QPs) per peer, at least 1 (sets RDMACELL_PATHS)")
 	fs.StringVar(&raw.cellSize, "cell-size", "", "flowcell `SIZE` in bytes, e.g. 65536 or 64KiB (sets RDMACELL_CELL_SIZE)")
 	fs.StringVar(&cfg.Policy, "policy", "", "path scheduling `POLICY`: adaptive, ecmp or spray (sets RDMACELL_POLICY)")
@@ -72,6 +84,9 @@ func ParseArgs(args []string) (Config, error) {
 	if raw.help {
 		return Config{}, ErrHelp
 	}
+	if raw.newToken {
+		return Config{}, ErrNewToken
+	}
 	rest := fs.Args()
 	if len(rest) == 0 {
 		return Config{}, usageError{errors.New("missing PROGRAM: cellrun [flags] PROGRAM [ARGS...]")}
@@ -84,6 +99,13 @@ func ParseArgs(args []string) (Config, error) {
 			return Config{}, &FlagError{Flag: "--etcd", Value: raw.etcd, Want: "want host:port[,host:port...]"}
 		}
 	}
+	if name, ok := strings.CutPrefix(cfg.JoinToken, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return Config{}, &FlagError{Flag: "--join", Value: cfg.JoinToken, Want: "a readable file holding the token: " + err.Error()}
+		}
+		cfg.JoinToken = strings.TrimSpace(string(b))
+	}
 	if fs.Changed("cell-size") {
 		n, err := parseSize(raw.cellSize)
 		if err != nil {
@@ -93,7 +115,7 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	// Zero means "not set" in Config; on the command line it is a mistake.
 	if fs.Changed("paths") && cfg.Paths < 1 {
-		return Config{}, &FlagError{Flag: "--paths", Value: strconv.Itoa(cfg.Paths), Want: "want at least 1 path per peer"}
+		return Config{}, &FlagError{Flag: "--paths", Value: strconv.Itoa(cfg.Paths), Want: fmt.Sprintf("want 1 to %d paths per peer", MaxPaths)}
 	}
 	for _, d := range []struct {
 		name  string
@@ -132,8 +154,9 @@ rank fails the others are stopped and cellrun exits with that rank's code.
 PROGRAM may be a directory holding a Go main package; it is built once.
 
   cellrun -n 4 ./train
-  cellrun --nnodes 2 --node-rank 0 --job j1 --etcd-serve 0.0.0.0:2379 -n 8 ./train   # on node 0
-  cellrun --nnodes 2 --node-rank 1 --job j1 --etcd node0:2379 -n 8 ./train           # on node 1
+  TOKEN=$(cellrun --new-token)   # the job's secret: hand it to each node as a password
+  cellrun --nnodes 2 --node-rank 0 --job j1 --etcd-serve 0.0.0.0:2379 --join $TOKEN -n 8 ./train   # on node 0
+  cellrun --nnodes 2 --node-rank 1 --job j1 --etcd node0:2379 --join $TOKEN -n 8 ./train           # on node 1
 
 Flags:
 `)
@@ -141,8 +164,9 @@ Flags:
 	b.WriteString(newFlagSet(&cfg, &flagValues{}).FlagUsages())
 	b.WriteString(`
 Each rank gets RDMACELL_RANK, RDMACELL_WORLD_SIZE, RDMACELL_LOCAL_RANK,
-RDMACELL_LOCAL_WORLD_SIZE, RDMACELL_JOB and RDMACELL_ETCD_ENDPOINTS, plus the
-variables of the knob and --etcd-* flags that were given.
+RDMACELL_LOCAL_WORLD_SIZE, RDMACELL_JOB, RDMACELL_ETCD_ENDPOINTS and
+RDMACELL_SECRET (the job secret, which never enters etcd), plus the variables
+of the knob and --etcd-* flags that were given.
 `)
 	return b.String()
 }

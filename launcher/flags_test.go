@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,10 +24,16 @@ func TestBadFlags(t *testing.T) {
 		{"not a number", []string{"-n", "four", "prog"}, `invalid argument "four" for "-n, --nproc-per-node" flag`},
 		{"unknown flag", []string{"--ranks", "4", "prog"}, `unknown flag: --ranks`},
 		{"no program", []string{"-n", "4"}, `missing PROGRAM`},
-		{"unknown transport", []string{"--transport", "udp", "prog"}, `--transport "udp": want auto, shm or tcp`},
+		{"unknown transport", []string{"--transport", "udp", "prog"}, `--transport "udp": want auto, shm, tcp or ibv`},
 		{"unknown policy", []string{"--policy", "random", "prog"}, `--policy "random": want adaptive, ecmp or spray`},
-		{"no paths", []string{"--paths", "0", "prog"}, `--paths "0": want at least 1`},
+		{"no paths", []string{"--paths", "0", "prog"}, `--paths "0": want 1 to 64 paths per peer`},
 		{"bad cell size", []string{"--cell-size", "12X", "prog"}, `--cell-size "12X": want a positive number of bytes`},
+		{"tiny cell size", []string{"--cell-size", "1", "prog"}, `--cell-size "1": want 4KiB to 2GiB`},
+		{"huge cell size", []string{"--cell-size", "3GiB", "prog"}, `--cell-size "3221225472": want 4KiB to 2GiB`},
+		{"too many paths", []string{"--paths", "65", "prog"}, `--paths "65": want 1 to 64 paths per peer`},
+		{"short node timeout", []string{"--node-timeout", "500ms", "prog"}, `--node-timeout "500ms": want 1s to 1h0m0s`},
+		{"long grace", []string{"--grace", "48h", "prog"}, `--grace "48h0m0s": want a positive duration of at most 24h0m0s`},
+		{"too many nodes", []string{"--nnodes", "5000", "prog"}, `--nnodes "5000": want at most 4096 nodes`},
 		{"zero cell size", []string{"--cell-size", "0", "prog"}, `--cell-size "0": want a positive number of bytes`},
 		{"bad debug", []string{"--debug=Cell!", "prog"}, `--debug "Cell!": want 1, or a comma-separated list`},
 		{"negative timeout", []string{"--rendezvous-timeout", "-1s", "prog"}, `--rendezvous-timeout "-1s": want a positive duration`},
@@ -70,7 +78,7 @@ func TestHelp(t *testing.T) {
 		n++
 		assert.Regexp(t, `(?m)^ +(-\w, )?--`+f.Name+`\b.*\S{3,}`, help, "flag --%s is listed with an explanation", f.Name)
 	})
-	assert.Equal(t, 22, n, "flags of cellrun")
+	assert.Equal(t, 24, n, "flags of cellrun")
 	assert.Contains(t, help, "Usage: cellrun [flags] PROGRAM [ARGS...]")
 	assert.Empty(t, p.stderr.all())
 }
@@ -92,8 +100,38 @@ func TestParseArgs(t *testing.T) {
 	assert.Equal(t, []string{"-n", "5", "--lr=0.1"}, cfg.Args)
 	assert.Equal(t, DefaultGrace, cfg.Grace)
 
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	token := NewToken()
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+	cfg, err = ParseArgs([]string{"--join", "@" + tokenFile, "./train"})
+	require.NoError(t, err)
+	assert.Equal(t, token, cfg.JoinToken, "--join @FILE")
+	_, err = ParseArgs([]string{"--join", "@" + tokenFile + ".missing", "./train"})
+	assert.ErrorIs(t, err, ErrUsage)
+
 	_, err = ParseArgs([]string{"-h"})
 	assert.ErrorIs(t, err, ErrHelp)
 	_, err = ParseArgs([]string{"--paths", "x", "prog"})
 	assert.ErrorIs(t, err, ErrUsage)
+}
+
+// TestJoinTokenFlag refuses a malformed token without echoing it, and a
+// token where no etcd is shared.
+func TestJoinTokenFlag(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--etcd", "h:1", "--join", "rdmacell1.short-secret", "prog"}, `--join "***": want "rdmacell1." and 43 base64url characters`},
+		{[]string{"--etcd", "h:1", "--join", "secret-guess", "prog"}, `--join "***": want a token printed by cellrun`},
+		{[]string{"--join", NewToken(), "prog"}, `--join "***": joins a job whose etcd is given with --etcd or served with --etcd-serve`},
+		{[]string{"--nnodes", "2", "--node-rank", "1", "--job", "j", "--etcd", "h:1", "prog"}, `--join "": node 1 of --nnodes 2 needs the job's token`},
+	} {
+		p, code := runCellrun(t, tt.args...)
+		assert.Equal(t, ExitUsage, code)
+		stderr := strings.Join(p.stderr.all(), "\n")
+		assert.Contains(t, stderr, "cellrun: "+tt.want)
+		assert.NotContains(t, stderr, "secret", "a token is never echoed")
+	}
 }

@@ -135,6 +135,9 @@ type cellrunProc struct {
 	tmp    string // its TMPDIR: must be empty once it exited
 	stdout *lineLog
 	stderr *lineLog
+	// etcdAddr and token are those of a multi-node job's etcd, when the
+	// test started one.
+	etcdAddr, token string
 }
 
 // cleanEnv is the test's environment without any RDMACELL_ variable, with
@@ -152,8 +155,14 @@ func cleanEnv(tmp string, extra ...string) []string {
 // startCellrun starts the cellrun binary with args and extra environment.
 func startCellrun(t *testing.T, extraEnv []string, args ...string) *cellrunProc {
 	t.Helper()
-	tmp := t.TempDir()
-	cmd := exec.Command(bin.cellrun, args...)
+	return startCommand(t, t.TempDir(), extraEnv, bin.cellrun, args...)
+}
+
+// startCommand starts name (cellrun, or a shell that runs it) with TMPDIR
+// tmp and extra environment.
+func startCommand(t *testing.T, tmp string, extraEnv []string, name string, args ...string) *cellrunProc {
+	t.Helper()
+	cmd := exec.Command(name, args...)
 	cmd.Env = cleanEnv(tmp, extraEnv...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)

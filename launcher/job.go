@@ -155,8 +155,10 @@ func (j *job) watchSignals(ctx context.Context, done <-chan struct{}) {
 
 // spawn starts the ranks of this node and a supervisor for each. It stops
 // at the first cause, including a rank that could not be started.
-func (j *job) spawn(programPath string, endpoints []string) {
-	common := jobEnv(j.cfg.Env, &j.cfg, endpoints)
+func (j *job) spawn(programPath string, acc access) {
+	common := jobEnv(j.cfg.Env, &j.cfg, acc)
+	pattern, marker := deathPattern(j.cfg.Job)
+	deaths := &deathWatch{pattern: pattern, marker: marker}
 	node := -1
 	if j.cfg.Nodes > 1 {
 		node = j.cfg.NodeRank
@@ -168,6 +170,7 @@ func (j *job) spawn(programPath string, endpoints []string) {
 			program: programPath, args: j.cfg.Args,
 			env:     rankEnv(common, rank, local),
 			console: j.console, prefix: !j.cfg.NoPrefix, logDir: j.cfg.LogDir,
+			deaths: deaths,
 		}
 		// Starting under the lock means a stop either sees this rank or
 		// happened before it would have been started.
@@ -199,9 +202,17 @@ func (j *job) supervise(r *rankProc) {
 	}
 	how, code, failed := exitOutcome(status)
 	j.log.Debug("rank ended", "rank", r.spec.rank, "pid", r.pid, "how", how)
-	if failed {
-		j.stop(cause{line: r.describe() + " " + how, code: code, local: true}, syscall.SIGTERM)
+	if !failed {
+		return
 	}
+	line := r.describe() + " " + how
+	if !status.Signaled() && j.firstCause() == nil {
+		// An error exit may be the consequence of another rank's failure.
+		if blamed := j.blame(r, how); blamed != "" {
+			line = blamed
+		}
+	}
+	j.stop(cause{line: line, code: code, local: true}, syscall.SIGTERM)
 }
 
 // firstCause is the reason the job stopped, nil if it did not.

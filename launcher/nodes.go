@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,9 +56,10 @@ type nodeGroup struct {
 // node to join. A node's rank already held by someone else is retried for
 // one node timeout: it may be the lease of a cellrun of an earlier run of
 // the job that was killed.
-func joinNodes(ctx context.Context, cfg *Config, client bootstrap.ClientConfig, host string, log *slog.Logger) (*nodeGroup, error) {
+func joinNodes(ctx context.Context, cfg *Config, client bootstrap.ClientConfig, secret []byte, host string, log *slog.Logger) (*nodeGroup, error) {
 	bc := bootstrap.Config{
 		Client:    client,
+		Secret:    secret, // unused by the launchers, but kept out of the store
 		Job:       cfg.Job,
 		Rank:      cfg.NodeRank,
 		WorldSize: cfg.Nodes,
@@ -89,6 +91,10 @@ func joinNodes(ctx context.Context, cfg *Config, client bootstrap.ClientConfig, 
 					cfg.NodeRank, cfg.Job, dup.PID, dup.Host, err)
 			}
 		case !errors.Is(err, bootstrap.ErrUnreachable):
+			var unknown x509.UnknownAuthorityError
+			if errors.As(err, &unknown) && cfg.JoinToken != "" {
+				err = fmt.Errorf("%w (is --join the token of node 0?)", err)
+			}
 			return nil, fmt.Errorf("node %d: join the nodes of job %q: %w", cfg.NodeRank, cfg.Job, err)
 		}
 		log.Debug("etcd not ready for the nodes' rendezvous yet, retrying", "err", err)

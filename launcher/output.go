@@ -78,15 +78,19 @@ func (l *rankLog) close() error {
 }
 
 // pump copies r, line by line, to w through the console, each line
-// preceded by prefix, and raw to log. It returns at end of input or on a
-// read error (such as the deadline set when a rank's output outlives it).
-func pump(r io.Reader, c *console, w io.Writer, prefix []byte, log *rankLog) {
+// preceded by prefix, and raw to log; note, if set, sees every line. It
+// returns at end of input or on a read error (such as the deadline set when
+// a rank's output outlives it).
+func pump(r io.Reader, c *console, w io.Writer, prefix []byte, log *rankLog, note func([]byte)) {
 	br := bufio.NewReaderSize(r, maxLine)
 	line := make([]byte, 0, len(prefix)+maxLine+1)
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(chunk) > 0 {
 			log.write(chunk)
+			if note != nil {
+				note(chunk)
+			}
 			line = append(append(line[:0], prefix...), chunk...)
 			if line[len(line)-1] != '\n' {
 				line = append(line, '\n')

@@ -45,7 +45,7 @@ func TestPump(t *testing.T) {
 			c := &console{stdout: out, stderr: io.Discard}
 			logFile, err := openRankLog(t.TempDir(), 7)
 			require.NoError(t, err)
-			pump(strings.NewReader(tt.input), c, out, []byte("[7] "), logFile)
+			pump(strings.NewReader(tt.input), c, out, []byte("[7] "), logFile, nil)
 			require.NoError(t, logFile.close())
 			assert.Equal(t, tt.want, out.writes, "one write per line")
 			raw, err := os.ReadFile(logFile.path)
@@ -64,7 +64,7 @@ func TestPumpsDoNotInterleave(t *testing.T) {
 	var wg sync.WaitGroup
 	for r := range 8 {
 		input := strings.Repeat(line+"\n", 50)
-		wg.Go(func() { pump(strings.NewReader(input), c, &out, []byte{'[', byte('0' + r), ']', ' '}, nil) })
+		wg.Go(func() { pump(strings.NewReader(input), c, &out, []byte{'[', byte('0' + r), ']', ' '}, nil, nil) })
 	}
 	wg.Wait()
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")

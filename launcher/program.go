@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -42,7 +43,7 @@ func buildProgram(ctx context.Context, dir string, stderr io.Writer) (*program, 
 	if err != nil {
 		return nil, fmt.Errorf("PROGRAM %q is a directory, and building it needs the go command: %w", dir, err)
 	}
-	tmp, err := os.MkdirTemp("", "cellrun-build-")
+	tmp, err := os.MkdirTemp("", "cellrun-build-"+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("PROGRAM %q: build directory: %w", dir, err)
 	}

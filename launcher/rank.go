@@ -29,6 +29,7 @@ type rankSpec struct {
 	console *console
 	prefix  bool
 	logDir  string
+	deaths  *deathWatch // finds the rank's reports of other ranks' deaths
 }
 
 // rankProc is one running rank.
@@ -44,33 +45,40 @@ type rankProc struct {
 	mu     sync.Mutex
 	reaped bool // once reaped, its pid (and group id) may belong to someone else
 	status syscall.WaitStatus
+	death  *deathReport // the first death of another rank it reported
 }
 
 // startRank starts the rank in its own process group, so that signals
 // reach everything it started, and with SIGKILL as its parent-death signal,
 // so that it does not outlive a cellrun that was killed outright.
-func startRank(s rankSpec) (r *rankProc, err error) {
-	r = &rankProc{spec: s}
-	defer func() {
-		if err != nil {
-			r.closeOutputs()
-			_ = r.log.close()
-		}
-	}()
+func startRank(s rankSpec) (*rankProc, error) {
+	r := &rankProc{spec: s}
+	if err := r.start(); err != nil {
+		r.closeOutputs()
+		_ = r.log.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// start does startRank's work; on error the caller closes what it opened.
+func (r *rankProc) start() error {
+	s := r.spec
+	var err error
 	if s.logDir != "" {
 		if r.log, err = openRankLog(s.logDir, s.rank); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("rank %d: stdout pipe: %w", s.rank, err)
+		return fmt.Errorf("start rank %d: stdout pipe: %w", s.rank, describeStartError(err))
 	}
 	r.outputs = append(r.outputs, outR)
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		_ = outW.Close()
-		return nil, fmt.Errorf("rank %d: stderr pipe: %w", s.rank, err)
+		return fmt.Errorf("start rank %d: stderr pipe: %w", s.rank, describeStartError(err))
 	}
 	r.outputs = append(r.outputs, errR)
 
@@ -84,7 +92,7 @@ func startRank(s rankSpec) (r *rankProc, err error) {
 	_ = outW.Close()
 	_ = errW.Close()
 	if err != nil {
-		return nil, fmt.Errorf("start rank %d (%s): %w", s.rank, s.program, err)
+		return fmt.Errorf("start rank %d (%s): %w", s.rank, s.program, describeStartError(err))
 	}
 	r.cmd, r.pid = cmd, cmd.Process.Pid
 
@@ -93,9 +101,47 @@ func startRank(s rankSpec) (r *rankProc, err error) {
 		prefix = []byte("[" + strconv.Itoa(s.rank) + "] ")
 	}
 	r.pumps.Add(2)
-	go func() { defer r.pumps.Done(); pump(outR, s.console, s.console.stdout, prefix, r.log) }()
-	go func() { defer r.pumps.Done(); pump(errR, s.console, s.console.stderr, prefix, r.log) }()
-	return r, nil
+	go func() { defer r.pumps.Done(); pump(outR, s.console, s.console.stdout, prefix, r.log, r.noteLine) }()
+	go func() { defer r.pumps.Done(); pump(errR, s.console, s.console.stderr, prefix, r.log, r.noteLine) }()
+	return nil
+}
+
+// describeStartError adds what the OS error means for cellrun to the
+// errors of starting a rank that come from the machine's limits.
+func describeStartError(err error) error {
+	switch {
+	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE):
+		return fmt.Errorf("%w: out of file descriptors (each rank takes a few in cellrun; see ulimit -n)", err)
+	case errors.Is(err, unix.EAGAIN):
+		return fmt.Errorf("%w: no more processes allowed for this user or cgroup (see ulimit -u and pids.max)", err)
+	case errors.Is(err, unix.ENOMEM):
+		return fmt.Errorf("%w: out of memory", err)
+	}
+	return err
+}
+
+// noteLine keeps the first report of another rank's death in the rank's
+// output.
+func (r *rankProc) noteLine(line []byte) {
+	rep, ok := r.spec.deaths.scan(line)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.death == nil && rep.rank != r.spec.rank {
+		r.death = &rep
+	}
+}
+
+// deathReport is the first death of another rank this rank reported.
+func (r *rankProc) deathReport() (deathReport, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.death == nil {
+		return deathReport{}, false
+	}
+	return *r.death, true
 }
 
 // describe names the rank for the one line that blames it.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
@@ -33,6 +35,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (int, error)
 	if err := cfg.validate(); err != nil {
 		return ExitUsage, err
 	}
+	if err := checkMachineLimits(cfg.ProcsPerNode, len(cfg.EtcdEndpoints) == 0); err != nil {
+		return ExitUsage, err
+	}
 	c := &console{stdout: stdout, stderr: stderr}
 	log := cfg.Logger
 	if log == nil {
@@ -43,6 +48,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (int, error)
 		log = slog.New(slog.NewTextHandler(consoleWriter{c, stderr}, &slog.HandlerOptions{Level: level}))
 	}
 	j := newJob(cfg, c, log.With("component", "launcher", "job", cfg.Job, "node", cfg.NodeRank))
+	sweepDeadDirs(os.TempDir(), j.log)
 
 	done := make(chan struct{})
 	defer close(done)
@@ -82,7 +88,7 @@ func (j *job) run() (err error) {
 		}
 	}
 
-	endpoints, client, stopEtcd, err := j.startEtcd()
+	acc, client, stopEtcd, err := j.startEtcd()
 	if err != nil {
 		return err
 	}
@@ -94,7 +100,7 @@ func (j *job) run() (err error) {
 			timeout = DefaultNodeRendezvous
 		}
 		ctx, cancel := context.WithTimeout(j.stopCtx, timeout)
-		g, err := joinNodes(ctx, &j.cfg, client, j.host, j.log)
+		g, err := joinNodes(ctx, &j.cfg, client, acc.secret, j.host, j.log)
 		cancel()
 		if err != nil {
 			return err
@@ -103,7 +109,7 @@ func (j *job) run() (err error) {
 		defer func() { err = errors.Join(err, j.leaveNodes(g)) }()
 	}
 
-	j.spawn(prog.path, endpoints)
+	j.spawn(prog.path, acc)
 	j.ranks.Wait()
 	// Nothing is left to kill; a running grace period must not cut short
 	// the wait for the other nodes below.
@@ -111,27 +117,100 @@ func (j *job) run() (err error) {
 	return nil
 }
 
-// startEtcd gives the endpoints the ranks use, how this cellrun reaches
-// them, and how to stop the embedded etcd if it serves one.
-func (j *job) startEtcd() ([]string, bootstrap.ClientConfig, func() error, error) {
+// startEtcd gives how the ranks reach the job (see access), how this
+// cellrun reaches etcd, and what undoes both (stopping the embedded etcd
+// if it serves one, removing the TLS files).
+//
+// The job secret comes from the join token when there is one, else it is
+// drawn afresh: either way it reaches the ranks through their environment
+// and never enters etcd. The etcd is, in order: an external one (--etcd),
+// with the credentials of --join (node 0's embedded etcd) or of the
+// --etcd-* flags, and a warning, once, if it has none at all; node 0's
+// embedded etcd on --etcd-serve, with TLS and client certificates derived
+// from the token (printed, when node 0 made it); or an embedded etcd on a
+// unix socket only this user can reach.
+func (j *job) startEtcd() (access, bootstrap.ClientConfig, func() error, error) {
+	acc := access{secret: newJobSecret()}
+	var token jobToken
+	haveToken := j.cfg.JoinToken != ""
+	if haveToken {
+		token, _ = parseToken(j.cfg.JoinToken) // checked by validate
+		acc.secret = token.jobSecret()
+	}
 	if len(j.cfg.EtcdEndpoints) > 0 {
-		return j.cfg.EtcdEndpoints, j.cfg.etcdClient(), func() error { return nil }, nil
+		return j.externalEtcd(acc, token, haveToken)
+	}
+	if j.cfg.EtcdServe != "" && !haveToken {
+		token = newToken()
+		acc.secret = token.jobSecret()
+		j.console.write(j.console.stderr, []byte("cellrun: start the other nodes with --join "+token.String()+
+			" (it is this job's secret: hand it over as you would a password)\n"))
+	}
+	var srvTLS *bootstrap.TLSFiles
+	if j.cfg.EtcdServe != "" {
+		host, _, _ := net.SplitHostPort(j.cfg.EtcdServe)
+		d, err := writeTLS(token, true, host)
+		if err != nil {
+			return access{}, bootstrap.ClientConfig{}, nil, err
+		}
+		acc.tls = d
+		srvTLS = &bootstrap.TLSFiles{CAFile: d.caFile, CertFile: d.serverCertFile, KeyFile: d.serverKeyFile}
 	}
 	ctx, cancel := context.WithTimeout(j.stopCtx, etcdStartTimeout)
 	defer cancel()
-	srv, err := bootstrap.StartServer(ctx, bootstrap.ServerConfig{ClientAddr: j.cfg.EtcdServe, Logger: j.log})
+	// Without --etcd-serve only this node's ranks need etcd: a unix socket
+	// in the server's private directory keeps every other user out.
+	srv, err := bootstrap.StartServer(ctx, bootstrap.ServerConfig{
+		ClientAddr: j.cfg.EtcdServe, Unix: j.cfg.EtcdServe == "", TLS: srvTLS, Logger: j.log,
+	})
 	if err != nil {
+		err = errors.Join(err, acc.tls.remove())
 		if j.cfg.EtcdServe != "" {
-			return nil, bootstrap.ClientConfig{}, nil, fmt.Errorf("--etcd-serve %q: %w", j.cfg.EtcdServe, err)
+			return access{}, bootstrap.ClientConfig{}, nil, fmt.Errorf("--etcd-serve %q: %w", j.cfg.EtcdServe, err)
 		}
-		return nil, bootstrap.ClientConfig{}, nil, fmt.Errorf("embedded etcd: %w", err)
+		return access{}, bootstrap.ClientConfig{}, nil, fmt.Errorf("embedded etcd: %w", err)
 	}
 	stop := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), etcdStopTimeout)
 		defer cancel()
-		return srv.Close(ctx)
+		return errors.Join(srv.Close(ctx), acc.tls.remove())
 	}
-	return srv.Endpoints(), srv.ClientConfig(), stop, nil
+	acc.endpoints = srv.Endpoints()
+	client := srv.ClientConfig()
+	if acc.tls != nil {
+		client.TLS = &bootstrap.TLSFiles{CAFile: acc.tls.caFile, CertFile: acc.tls.certFile, KeyFile: acc.tls.keyFile}
+	}
+	return acc, client, stop, nil
+}
+
+// externalEtcd is startEtcd for --etcd.
+func (j *job) externalEtcd(acc access, token jobToken, haveToken bool) (access, bootstrap.ClientConfig, func() error, error) {
+	acc.endpoints = j.cfg.EtcdEndpoints
+	client := j.cfg.etcdClient()
+	ownTLS := j.cfg.EtcdCA != "" || j.cfg.EtcdCert != ""
+	if haveToken && !ownTLS {
+		d, err := writeTLS(token, false, "")
+		if err != nil {
+			return access{}, bootstrap.ClientConfig{}, nil, err
+		}
+		acc.tls = d
+		client.TLS = &bootstrap.TLSFiles{CAFile: d.caFile, CertFile: d.certFile, KeyFile: d.keyFile}
+	}
+	stop := acc.tls.remove
+	// Node 0 of a job may come up after the others: their first contact
+	// is the nodes' join, which waits for it.
+	if j.cfg.Nodes == 1 {
+		if err := client.Probe(j.stopCtx); err != nil {
+			err = fmt.Errorf("--etcd %s: %w", strings.Join(j.cfg.EtcdEndpoints, ","), err)
+			return access{}, bootstrap.ClientConfig{}, nil, errors.Join(err, stop())
+		}
+	}
+	if client.TLS == nil && client.Username == "" {
+		j.log.Warn("etcd without TLS or authentication: whoever can reach it can read and change the job's rendezvous "+
+			"(the ranks' addresses, and a stop of the job); the job secret is not stored there",
+			"endpoints", strings.Join(acc.endpoints, ","))
+	}
+	return acc, client, stop, nil
 }
 
 // leaveNodes ends this node's part in the nodes' group once its ranks are

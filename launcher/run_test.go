@@ -100,7 +100,7 @@ func TestRunInProcess(t *testing.T) {
 		assert.ErrorIs(t, err, ErrUsage)
 		var fe *FlagError
 		require.True(t, errors.As(err, &fe))
-		assert.Equal(t, FlagError{Flag: "--transport", Value: "rdma", Want: "want auto, shm or tcp"}, *fe)
+		assert.Equal(t, FlagError{Flag: "--transport", Value: "rdma", Want: "want auto, shm, tcp or ibv"}, *fe)
 	})
 
 	entries, err := os.ReadDir(tmp)

@@ -17,14 +17,15 @@ func (d *Device) acceptLoop() {
 				return
 			}
 			// Out of descriptors and the like: back off rather than spin.
-			d.log.Warn("tcp: accept", "err", err)
+			d.warn.warn("accept", "tcp: accept", "err", err)
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
 		select {
 		case d.hsSem <- struct{}{}:
 		default:
-			d.log.Warn("tcp: too many handshakes in progress, dropping connection", "peer", c.RemoteAddr().String())
+			peer := c.RemoteAddr().String()
+			d.warn.warn(hostOf(peer), "tcp: too many handshakes in progress, dropping connection", "peer", peer)
 			c.Close()
 			continue
 		}
@@ -50,7 +51,11 @@ func (d *Device) serveHandshake(c net.Conn) {
 	h, err := acceptHandshake(c, d.secret)
 	if err != nil {
 		c.Close()
-		d.log.Warn("tcp: refused connection", "peer", peer, "qpn", h.dstQPN, "err", err)
+		if errors.Is(err, errNoHello) {
+			d.log.Debug("tcp: connection closed before its handshake", "peer", peer)
+			return
+		}
+		d.warn.warn(hostOf(peer), "tcp: refused connection", "peer", peer, "qpn", h.dstQPN, "err", err)
 		return
 	}
 	q := d.lookupQP(h.dstQPN)

@@ -83,7 +83,7 @@ func (q *QP) dialLoop(ctx context.Context, gen uint64, h hello, addr string) {
 			return
 		}
 		if errors.Is(err, ErrAuth) || errors.Is(err, ErrProtocol) {
-			q.log.Warn("tcp: refusing peer", "peer", addr, "peer_qpn", h.dstQPN, "err", err)
+			q.d.warn.warn(addr, "tcp: refusing peer", "qpn", q.qpn, "peer", addr, "peer_qpn", h.dstQPN, "err", err)
 			q.mu.Lock()
 			stale := q.gen != gen
 			q.mu.Unlock()

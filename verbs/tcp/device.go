@@ -58,8 +58,12 @@ type Device struct {
 	ln     *net.TCPListener
 	addr   string
 	log    *slog.Logger
+	warn   *warnLimiter // every warning goes through it
 	hsSem  chan struct{}
 	wg     sync.WaitGroup // accept loop and handshakes
+	// lingering counts the connections that said goodbye and wait, in
+	// the background, for their peer to close (see link.leave).
+	lingering sync.WaitGroup
 
 	mu      sync.Mutex
 	closed  bool
@@ -125,6 +129,7 @@ func Open(opts Options) (*Device, error) {
 		addr:   addr,
 		log:    log.With("provider", "tcp", "addr", addr),
 		hsSem:  make(chan struct{}, maxHandshakes),
+		warn:   newWarnLimiter(log.With("provider", "tcp", "addr", addr), warnInterval),
 		qps:    make(map[uint32]*QP),
 		cqs:    make(map[*soft.CQ]struct{}),
 		pds:    make(map[*PD]struct{}),
@@ -211,13 +216,23 @@ func (d *Device) Close() error {
 		c.Close()
 	}
 	d.mu.Unlock()
-	err := d.ln.Close()
+	// The QPs go first, the listener last: a peer whose connection ends
+	// without a goodbye probes the listener to tell a reset QP from a dead
+	// process (see QP.peerAlive), so it must stay until the QPs are gone.
+	// Connections accepted meanwhile are closed at once (d.closed).
+	var err error
 	for _, q := range qps {
 		if cerr := q.Close(); cerr != nil && !errors.Is(cerr, verbs.ErrClosed) {
 			err = errors.Join(err, cerr)
 		}
 	}
+	d.lingering.Wait()
+	if lerr := d.ln.Close(); !errors.Is(lerr, net.ErrClosed) {
+		err = errors.Join(err, lerr)
+	}
 	d.wg.Wait()
+	d.lingering.Wait()
+	d.warn.close()
 	d.mu.Lock()
 	clear(d.cqs)
 	clear(d.pds)

@@ -105,6 +105,32 @@
 // StateReset discards them, after which the QP can be taken through Init
 // and RTR to a new peer (or a new incarnation of the same one).
 //
+// Before it closes a connection for one of these (or Close), the QP
+// writes a BYE frame if the socket takes it at once. The peer's QP then
+// knows the end is orderly: its outstanding requests still fail (nobody
+// will answer them; QP.Err wraps ErrPeerLeft and ErrConnLost), but it logs
+// that only at debug level, since it is how every job ends and how the
+// cell engine recycles a path. The connection then lingers, in the
+// background and for at most 250 ms, until the peer closes it: closing a
+// socket with unread data resets it, which could destroy the BYE unread.
+// A write that fails (reset, broken pipe) is often the peer's orderly
+// close seen from the sending side, with the BYE still unread in the
+// socket: the receiver gets a moment to read it before the write's error
+// stands. A QP reset while a frame is half written cannot say goodbye; a
+// connection that ends without one (end of file, reset) is therefore
+// followed by a probe of the peer's listener, which Device.Close closes
+// last: a peer still listening reset its QP (and logs its own failures),
+// a peer gone crashed, and that is warned about.
+//
+// # Logs
+//
+// Warnings (a failed QP, a refused connection, a malformed frame) are
+// rate-limited per source, the peer's device address or a stranger's
+// host: the first is logged, the others of the next 10 s are counted and
+// their count logged at the end of the interval (or at Close). A flood of
+// strangers, or the many QPs to one dead peer, make a few lines, not one
+// each.
+//
 // As with an RNIC, a region must not be deregistered and freed while a
 // peer may still write into it: quiesce or reset the QPs first.
 package tcp

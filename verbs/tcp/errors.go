@@ -14,6 +14,11 @@ var (
 	// ErrConnLost: the connection to the peer broke (EOF, reset, keepalive
 	// or user timeout) or never came up.
 	ErrConnLost = errors.New("tcp: connection to peer lost")
+	// ErrPeerLeft: the peer's QP left the connection in order (it was
+	// reset or destroyed, as at the end of a job); it wraps under
+	// ErrConnLost. Requests still outstanding fail, but nothing broke, and
+	// the provider logs it only at debug level.
+	ErrPeerLeft = errors.New("tcp: peer QP left the connection")
 	// ErrAckTimeout: the peer acknowledged nothing within the QP's
 	// Timeout × (RetryCount+1) while requests were outstanding.
 	ErrAckTimeout = errors.New("tcp: peer did not acknowledge in time")

@@ -24,8 +24,9 @@ import (
 //	28   4   immediate (WRITE_WITH_IMM)
 //
 // Data frames (WRITE, WRITE_WITH_IMM, SEND) are followed by length bytes of
-// payload. Control frames (ACK, NAK, RNR) carry none, and every field they
-// do not use must be zero: a strict decoder leaves a hostile peer less room.
+// payload. Control frames (ACK, NAK, RNR, BYE) carry none, and every field
+// they do not use must be zero (BYE uses none, not even psn): a strict
+// decoder leaves a hostile peer less room.
 const (
 	headerLen    = 32
 	frameMagic   = 0x5243 // "RC"
@@ -46,6 +47,7 @@ const (
 	frameAck      frameType = 4 // responder → requester: every psn up to and including psn is placed
 	frameNak      frameType = 5 // responder → requester: psn failed with status; earlier ones are placed
 	frameRNR      frameType = 6 // responder → requester: psn waits for a receive; the responder is alive
+	frameBye      frameType = 7 // either side: the QP leaves the connection in order (reset or destroyed); nothing follows
 )
 
 func (t frameType) isData() bool { return t >= frameWrite && t <= frameSend }
@@ -138,9 +140,12 @@ func decodeHeader(b []byte) (header, error) {
 		if h.raddr+uint64(h.length) < h.raddr {
 			return h, fmt.Errorf("%w: %s frame range %#x+%d wraps", ErrProtocol, h.typ, h.raddr, h.length)
 		}
-	case frameAck, frameNak, frameRNR:
+	case frameAck, frameNak, frameRNR, frameBye:
 		if h.flags != 0 || h.rkey != 0 || h.raddr != 0 || h.length != 0 || h.imm != 0 {
 			return h, fmt.Errorf("%w: %s frame with data fields set", ErrProtocol, h.typ)
+		}
+		if h.typ == frameBye && h.psn != 0 {
+			return h, fmt.Errorf("%w: BYE frame with psn %d", ErrProtocol, h.psn)
 		}
 		if h.typ == frameNak {
 			switch h.status {
@@ -157,7 +162,7 @@ func decodeHeader(b []byte) (header, error) {
 	return h, nil
 }
 
-var frameNames = [...]string{"INVALID", "WRITE", "WRITE_WITH_IMM", "SEND", "ACK", "NAK", "RNR"}
+var frameNames = [...]string{"INVALID", "WRITE", "WRITE_WITH_IMM", "SEND", "ACK", "NAK", "RNR", "BYE"}
 
 func (t frameType) String() string {
 	if int(t) < len(frameNames) {

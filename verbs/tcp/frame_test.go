@@ -19,6 +19,7 @@ var validHeaders = []header{
 	{typ: frameNak, psn: 5, status: verbs.StatusRNRRetryExceeded},
 	{typ: frameNak, psn: 5, status: verbs.StatusRemoteInvalidRequest},
 	{typ: frameRNR, psn: 1},
+	{typ: frameBye},
 }
 
 func TestHeaderRoundTrip(t *testing.T) {
@@ -50,7 +51,7 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		{"bad version", func() []byte { b := base(write); b[2] = 2; return b }()},
 		{"reserved bits", func() []byte { b := base(write); b[7] = 1; return b }()},
 		{"type zero", func() []byte { b := base(write); b[3] = 0; return b }()},
-		{"unknown type", func() []byte { b := base(write); b[3] = 7; return b }()},
+		{"unknown type", func() []byte { b := base(write); b[3] = 8; return b }()},
 		{"reserved flag", func() []byte { b := base(write); b[4] = 4; return b }()},
 		{"status on data", func() []byte { b := base(write); b[5] = 1; return b }()},
 		{"too long", base(header{typ: frameWrite, length: MaxMessageSize + 1})},
@@ -64,6 +65,10 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		{"ack with rkey", base(header{typ: frameAck, rkey: 1})},
 		{"ack with status", base(header{typ: frameAck, status: verbs.StatusRemoteAccess})},
 		{"rnr with imm", base(header{typ: frameRNR, imm: 1})},
+		{"bye with psn", base(header{typ: frameBye, psn: 1})},
+		{"bye with length", base(header{typ: frameBye, length: 1})},
+		{"bye with status", base(header{typ: frameBye, status: verbs.StatusRemoteAccess})},
+		{"type after the last", base(header{typ: frameBye + 1})},
 		{"nak without status", base(header{typ: frameNak})},
 		{"nak with flush status", base(header{typ: frameNak, status: verbs.StatusWRFlush})},
 		{"nak with unknown status", base(header{typ: frameNak, status: 200})},

@@ -98,6 +98,8 @@ func FuzzResponder(f *testing.F) {
 	f.Add(seedFrames(header{typ: frameWrite, psn: 0, rkey: 0, raddr: 4090, length: 8}))
 	f.Add(seedFrames(header{typ: frameSend, psn: 0, length: 300}))
 	f.Add(seedFrames(header{typ: frameAck, psn: 0}, header{typ: frameRNR, psn: 0}))
+	f.Add(seedFrames(header{typ: frameWrite, psn: 0, rkey: 0, raddr: 0, length: 8}, header{typ: frameBye},
+		header{typ: frameWrite, psn: 1, rkey: 0, raddr: 8, length: 8}))
 	f.Add([]byte("not a frame at all, but long enough to hold a header"))
 	ft := fuzzEnv(f)
 	f.Fuzz(func(t *testing.T, stream []byte) {

@@ -66,10 +66,17 @@ func (h *hello) marshal() []byte {
 
 // readHello reads and parses a hello, returning it with its raw bytes,
 // which both MACs cover.
+// errNoHello: the connection ended before a byte of its hello, as a port
+// scan or a liveness probe (see QP.peerAlive) does. That tried nothing.
+var errNoHello = errors.New("closed before its hello")
+
 func readHello(r io.Reader) (hello, []byte, error) {
 	var h hello
 	fixed := make([]byte, helloFixedLen, helloFixedLen+maxAddrLen)
 	if _, err := io.ReadFull(r, fixed); err != nil {
+		if errors.Is(err, io.EOF) {
+			return h, nil, fmt.Errorf("read hello: %w: %w", errNoHello, err)
+		}
 		return h, nil, fmt.Errorf("read hello: %w", err)
 	}
 	if [8]byte(fixed[:8]) != handshakeMagic {

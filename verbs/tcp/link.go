@@ -1,7 +1,10 @@
 package tcp
 
 import (
+	"fmt"
+	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,8 +26,9 @@ type link struct {
 	// dead is set, under qp.mu, when the QP leaves this link: from then on
 	// its goroutines change nothing in the QP and exit.
 	dead      atomic.Bool
-	kick      chan struct{} // wakes the sender
-	closing   chan struct{} // closed by shutdown
+	writeErr  atomic.Pointer[error] // the first write error, left to the receiver (see writeFailed)
+	kick      chan struct{}         // wakes the sender
+	closing   chan struct{}         // closed by shutdown
 	closeOnce sync.Once
 	wg        sync.WaitGroup // the sender and the receiver
 
@@ -127,6 +131,101 @@ func (l *link) shutdown() {
 		l.rnrTimer.Stop()
 		l.ctl.lazy.Stop()
 	})
+}
+
+// goodbyeGrace bounds how long the receiver gets, after a write failed, to
+// find the peer's goodbye in the socket before the write's error stands.
+const goodbyeGrace = 200 * time.Millisecond
+
+// goodbyeSpins bounds the wait for the writer role in goodbye: an inline
+// writer lets go within a system call; a sender blocked on a full socket
+// does not, and then the peer goes without a goodbye.
+const goodbyeSpins = 64
+
+// byeLinger bounds how long a connection that said goodbye stays open,
+// in the background, for the peer to read the BYE and close its end.
+const byeLinger = 250 * time.Millisecond
+
+// leave ends the link in order, for a QP that is reset or destroyed: it
+// writes a BYE (see goodbye), half-closes, makes the link's goroutines
+// exit at once and, in the background (counted in the device's lingering
+// group, which Close waits for), reads and discards what the peer still
+// sends until the peer, having read the BYE, closes its end, or
+// byeLinger passes. Closing a socket with unread data in it would reset
+// the connection and could destroy the BYE before the peer reads it.
+// Without a BYE written it is shutdown.
+func (l *link) leave(d *Device) {
+	if !l.goodbye() {
+		l.shutdown()
+		return
+	}
+	l.closeOnce.Do(func() {
+		close(l.closing)
+		l.rnrTimer.Stop()
+		l.ctl.lazy.Stop()
+		if cw, ok := l.conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		_ = l.conn.SetReadDeadline(time.Unix(1, 0)) // the receiver leaves now
+		d.lingering.Add(1)
+		go func() {
+			defer d.lingering.Done()
+			l.wg.Wait()
+			_ = l.conn.SetReadDeadline(time.Now().Add(byeLinger))
+			_, _ = io.Copy(io.Discard, l.conn)
+			_ = l.conn.Close()
+		}()
+	})
+}
+
+// goodbye writes a BYE frame if the socket takes it at once, so that the
+// peer takes the end of the connection for the orderly end it is (see
+// onBye), not for a failure, and reports whether it did. The QP has
+// already left the link (dead is set), so no new frame starts meanwhile; a
+// frame half written would make the BYE unreadable, so none is sent then.
+func (l *link) goodbye() bool {
+	if l.raw == nil {
+		return false
+	}
+	taken := false
+	for range goodbyeSpins {
+		if taken = l.writing.CompareAndSwap(false, true); taken {
+			break
+		}
+		runtime.Gosched()
+	}
+	if !taken {
+		return false
+	}
+	defer l.writing.Store(false)
+	if len(l.rest) > 0 || l.writeErr.Load() != nil {
+		return false
+	}
+	encodeHeader(l.ctlBuf[:headerLen], &header{typ: frameBye})
+	l.vec = append(l.vec[:0], l.ctlBuf[:headerLen])
+	n, err := l.writeNow(l.vec)
+	return err == nil && n == headerLen
+}
+
+// writeFailed handles a failed write. A reset or closed connection is
+// often the peer's orderly leaving, whose goodbye then waits, unread, in
+// our socket: the receiver is given goodbyeGrace to read it, and reports
+// the write's error only if it finds no goodbye (see readFailed). The
+// timer ends the link even if the receiver is not reading but waiting
+// (for a receive to be posted, say).
+func (l *link) writeFailed(err error) {
+	if l.dead.Load() {
+		return
+	}
+	werr := fmt.Errorf("%w: qp %d: write to %s: %w", ErrConnLost, l.qp.qpn, l.peer, err)
+	if l.writeErr.CompareAndSwap(nil, &werr) {
+		_ = l.conn.SetReadDeadline(time.Now().Add(goodbyeGrace))
+		time.AfterFunc(2*goodbyeGrace, func() {
+			if !l.dead.Load() {
+				l.qp.connLost(l, werr)
+			}
+		})
+	}
 }
 
 // queueAck asks for every request up to psn to be acknowledged: now if

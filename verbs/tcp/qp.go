@@ -2,11 +2,14 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rdmacell/rdmacell/verbs"
@@ -289,6 +292,10 @@ func (q *QP) checkRemote(r *verbs.Endpoint) error {
 func (q *QP) teardown(state verbs.QPState) {
 	q.mu.Lock()
 	from := q.state
+	live := q.link
+	if live != nil && live.dead.Load() {
+		live = nil
+	}
 	links := [2]*link{q.link, q.lostLink}
 	q.link, q.lostLink = nil, nil
 	q.stopConnectLocked()
@@ -299,9 +306,12 @@ func (q *QP) teardown(state verbs.QPState) {
 		}
 	}
 	q.mu.Unlock()
+	if live != nil {
+		live.leave(q.d)
+	}
 	for _, l := range links {
 		if l != nil {
-			l.shutdown()
+			l.shutdown() // a no-op for a link that left
 			l.wg.Wait()
 		}
 	}
@@ -415,7 +425,54 @@ func (q *QP) connFailed(l *link, err error) {
 	if l != nil {
 		l.shutdown()
 	}
-	q.log.Warn("tcp: QP failed", "peer", q.remoteName(l), "err", err)
+	if errors.Is(err, ErrPeerLeft) {
+		q.log.Debug("tcp: QP failed: its peer left", "peer", q.remoteName(l), "err", err)
+		return
+	}
+	if closedByPeer(err) && q.peerAlive() {
+		q.log.Debug("tcp: QP failed: its peer, still running, closed the connection", "peer", q.remoteName(l), "err", err)
+		return
+	}
+	q.d.warn.warn(q.source(), "tcp: QP failed", "qpn", q.qpn, "peer", q.remoteName(l), "err", err)
+}
+
+// peerProbeTimeout bounds peerAlive's connection attempt.
+const peerProbeTimeout = 250 * time.Millisecond
+
+// closedByPeer reports whether err is the peer's kernel ending the
+// connection (end of file, reset, broken pipe): its process closed the
+// socket, or ended.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// peerAlive reports whether the peer's device still accepts connections.
+// A peer whose connection ended without a goodbye either died or reset its
+// QP while a frame was half written (the cell engine recycling a slow
+// path): the two look the same on the wire, but only a dead peer's
+// listener is gone. The probe closes before its hello, which the peer's
+// device takes for nothing (errNoHello). A peer that is alive and failed
+// the connection itself says so in its own log.
+func (q *QP) peerAlive() bool {
+	addr := q.source()
+	if addr == "" {
+		return false
+	}
+	c, err := net.DialTimeout("tcp", addr, peerProbeTimeout)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+// source is what the QP's warnings are rate-limited by: the peer's device
+// address, the same for every QP to that peer.
+func (q *QP) source() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.remote.Addr
 }
 
 func (q *QP) remoteName(l *link) string {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/rdmacell/rdmacell/verbs"
@@ -46,6 +48,9 @@ func (l *link) receive() {
 			return
 		case frameRNR:
 			ok = l.onRNR(h.psn)
+		case frameBye:
+			l.onBye()
+			return
 		default:
 			ok = l.serve(&h)
 		}
@@ -57,9 +62,15 @@ func (l *link) receive() {
 
 // readFailed ends the link after a read error: the peer closed or reset
 // the connection, or the kernel gave up on it. If the QP already left the
-// link, the error is the link's shutdown and means nothing.
+// link, the error is the link's shutdown and means nothing. A read that
+// timed out after a write failed (see writeFailed) ends with the write's
+// error: no goodbye came to explain it.
 func (l *link) readFailed(err error) {
 	if l.dead.Load() {
+		return
+	}
+	if werr := l.writeErr.Load(); werr != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		l.qp.connLost(l, *werr)
 		return
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -68,12 +79,23 @@ func (l *link) readFailed(err error) {
 	l.qp.connLost(l, fmt.Errorf("%w: qp %d: read from %s: %w", ErrConnLost, l.qp.qpn, l.peer, err))
 }
 
+// onBye ends the link because the peer's QP left it in order: the QP is
+// reset or destroyed, which is how a job ends and how the cell engine
+// recycles a path. Requests still outstanding fail as for a lost
+// connection (the peer will never answer them), but nothing went wrong.
+func (l *link) onBye() {
+	if l.dead.Load() {
+		return
+	}
+	l.qp.connLost(l, fmt.Errorf("%w: qp %d: %s: %w", ErrConnLost, l.qp.qpn, l.peer, ErrPeerLeft))
+}
+
 // protocolError ends the link because the peer broke the protocol.
 func (l *link) protocolError(err error) {
 	q := l.qp
 	err = fmt.Errorf("qp %d: frame from %s: %w", q.qpn, l.peer, err)
 	if !l.dead.Load() {
-		q.log.Error("tcp: closing connection after a malformed frame", "peer", l.peer, "err", err)
+		q.d.warn.logAt(slog.LevelError, q.source(), "tcp: closing connection after a malformed frame", "qpn", q.qpn, "peer", l.peer, "err", err)
 	}
 	q.connFailed(l, err)
 }
@@ -132,7 +154,7 @@ func (l *link) onNak(h *header) {
 	q.flushRecvsLocked()
 	q.mu.Unlock()
 	l.shutdown()
-	q.log.Warn("tcp: request refused by peer", "peer", l.peer, "err", err)
+	q.d.warn.warn(q.source(), "tcp: request refused by peer", "qpn", q.qpn, "peer", l.peer, "err", err)
 }
 
 // serve executes one request of the peer.
@@ -338,7 +360,7 @@ func (l *link) refuse(h *header, remote, local verbs.Status, why string) {
 	q.mu.Unlock()
 	// The link is dead now: the sender writes the NAK and half-closes.
 	l.wake()
-	q.log.Warn("tcp: refused a request of the peer", "peer", l.peer, "err", err)
+	q.d.warn.warn(q.source(), "tcp: refused a request of the peer", "qpn", q.qpn, "peer", l.peer, "err", err)
 	_ = l.conn.SetReadDeadline(time.Now().Add(nakLinger))
 	_, _ = io.Copy(io.Discard, l.conn)
 	l.shutdown()

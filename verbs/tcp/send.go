@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"fmt"
 	"runtime"
 	"time"
 	"unsafe"
@@ -83,9 +82,7 @@ func (l *link) post() {
 	done, err := l.flush(false)
 	l.release()
 	if err != nil {
-		if !l.dead.Load() {
-			l.qp.connLost(l, fmt.Errorf("%w: qp %d: write to %s: %w", ErrConnLost, l.qp.qpn, l.peer, err))
-		}
+		l.writeFailed(err)
 		return
 	}
 	if !done {
@@ -98,7 +95,6 @@ func (l *link) post() {
 // one writev per batch, blocking as the socket requires.
 func (l *link) send() {
 	defer l.wg.Done()
-	q := l.qp
 	for {
 		if l.dead.Load() {
 			for !l.writing.CompareAndSwap(false, true) {
@@ -111,9 +107,7 @@ func (l *link) send() {
 			_, err := l.flush(true)
 			l.release()
 			if err != nil {
-				if !l.dead.Load() {
-					q.connLost(l, fmt.Errorf("%w: qp %d: write to %s: %w", ErrConnLost, q.qpn, l.peer, err))
-				}
+				l.writeFailed(err)
 				return
 			}
 		}

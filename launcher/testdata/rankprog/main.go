@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -32,6 +34,7 @@ func main() {
 	killRank := flag.Int("kill-rank", -1, "this rank kills itself with SIGKILL after the start barrier")
 	block := flag.Bool("block", false, "after the start barrier, block in a barrier until a signal arrives")
 	ignoreTerm := flag.Bool("ignore-term", false, "report SIGTERM but carry on")
+	dieWithPeer := flag.Bool("die-with-peer", false, "with -block: exit 1 when another rank leaves or dies, as a real program would")
 	spawn := flag.Bool("spawn", false, "start a child process that sleeps, in this rank's process group")
 	sleep := flag.Duration("sleep", 0, "only sleep this long and exit (the mode of -spawn's child)")
 	flag.Parse()
@@ -43,13 +46,13 @@ func main() {
 	// Set up signals first: cellrun may forward one at any time.
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	if err := run(*failRank, *code, *killRank, *block, *spawn, *ignoreTerm, signals); err != nil {
+	if err := run(*failRank, *code, *killRank, *block, *spawn, *ignoreTerm, *dieWithPeer, signals); err != nil {
 		fmt.Fprintln(os.Stderr, "rankprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(failRank, code, killRank int, block, spawn, ignoreTerm bool, signals <-chan os.Signal) error {
+func run(failRank, code, killRank int, block, spawn, ignoreTerm, dieWithPeer bool, signals <-chan os.Signal) error {
 	env := func(name string) string { return os.Getenv(name) }
 	fmt.Printf("env rank=%s world=%s local=%s localworld=%s job=%s endpoints=%s\n",
 		env("RDMACELL_RANK"), env("RDMACELL_WORLD_SIZE"), env("RDMACELL_LOCAL_RANK"),
@@ -62,6 +65,19 @@ func run(failRank, code, killRank int, block, spawn, ignoreTerm bool, signals <-
 		}
 	}
 	fmt.Printf("pid=%d\n", os.Getpid())
+	// The secret itself is never printed: its hash tells the tests whether
+	// ranks share it.
+	var secret []byte
+	if v := env("RDMACELL_SECRET"); v != "" {
+		b, err := hex.DecodeString(v)
+		if err != nil {
+			return fmt.Errorf("RDMACELL_SECRET: %w", err)
+		}
+		secret = b
+		fmt.Printf("secret-hash=%x\n", sha256.Sum256(b))
+	} else {
+		fmt.Println("secret unset")
+	}
 
 	rank, err := strconv.Atoi(env("RDMACELL_RANK"))
 	if err != nil {
@@ -87,8 +103,13 @@ func run(failRank, code, killRank int, block, spawn, ignoreTerm bool, signals <-
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	client := bootstrap.ClientConfig{Endpoints: endpoints}
+	if ca := env("RDMACELL_ETCD_CA"); ca != "" {
+		client.TLS = &bootstrap.TLSFiles{CAFile: ca, CertFile: env("RDMACELL_ETCD_CERT"), KeyFile: env("RDMACELL_ETCD_KEY")}
+	}
 	job, err := bootstrap.Join(ctx, bootstrap.Config{
-		Client:    bootstrap.ClientConfig{Endpoints: endpoints},
+		Client:    client,
+		Secret:    secret,
 		Job:       env("RDMACELL_JOB"),
 		Rank:      rank,
 		WorldSize: world,
@@ -117,7 +138,15 @@ func run(failRank, code, killRank int, block, spawn, ignoreTerm bool, signals <-
 		// The barrier never completes: some rank is failing, or the test
 		// signals cellrun. Its failure is printed but changes nothing: only
 		// a signal ends this rank.
-		go func() { fmt.Println("barrier end:", job.Barrier(ctx, "end")) }()
+		if dieWithPeer {
+			go func() {
+				err := <-job.Departures()
+				fmt.Fprintln(os.Stderr, "rankprog: a rank left:", err)
+				os.Exit(1)
+			}()
+		} else {
+			go func() { fmt.Println("barrier end:", job.Barrier(ctx, "end")) }()
+		}
 		for sig := range signals {
 			if ignoreTerm && sig == syscall.SIGTERM {
 				fmt.Printf("ignoring signal %v\n", sig)
