@@ -62,6 +62,7 @@ func Hosts(t *testing.T, program string, procs int, env []string, args ...string
 	var codes [2]int
 	var errs [2]error
 	var wg sync.WaitGroup
+	token := launcher.NewToken()
 	for node := range 2 {
 		cfg := launcher.Config{
 			Program:      program,
@@ -70,6 +71,7 @@ func Hosts(t *testing.T, program string, procs int, env []string, args ...string
 			Nodes:        2,
 			NodeRank:     node,
 			Job:          fmt.Sprint("hosts-", os.Getpid()),
+			JoinToken:    token,
 			NodeTimeout:  5 * time.Second,
 			Env:          append(append(os.Environ(), env...), fmt.Sprintf("%s=node-%d", comm.EnvHost, node)),
 		}
