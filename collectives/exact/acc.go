@@ -212,8 +212,8 @@ func (a *Acc) round(p, emin int) float64 {
 		return signed(math.Inf(1), neg) // only the top digit can be this large
 	}
 	top := 32*t + bits.Len64(uint64(c.d[t])) - 1 // bit index of the leading one
-	exp := top + minExp                             // its weight is 2^exp
-	q := max(exp, emin) - (p - 1) - minExp          // bit index of the last bit kept
+	exp := top + minExp                          // its weight is 2^exp
+	q := max(exp, emin) - (p - 1) - minExp       // bit index of the last bit kept
 	var m uint64
 	if q <= 0 {
 		m = c.bitRange(0, top+1) // exact: every bit is kept
