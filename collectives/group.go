@@ -44,6 +44,20 @@ type Options struct {
 	// those that receive a wrong message report it, and the others wait
 	// until their context ends.
 	SkipVerify bool
+	// Reproducible makes every reduction (AllReduce, ReduceScatter,
+	// Reduce and their non-blocking forms) combine each element in one
+	// fixed order, rank 0's value first, then rank 1's and so on, so
+	// that its bits depend only on the world size and the inputs, not
+	// on the algorithm, transport, message size, chunk size or number
+	// of paths (see reproducible.go). The RDMACELL_REPRODUCIBLE
+	// environment variable turns it on too.
+	Reproducible bool
+	// Exact makes float32 and float64 Sum and Avg the correctly rounded
+	// sum of the ranks' values, whatever their order (Avg then divides
+	// it once); it implies Reproducible for the other reductions. See
+	// package exact, and AllReduceAcc for sums independent of how the
+	// data is split between ranks.
+	Exact bool
 }
 
 // pipelineSlots is how many chunk receives a pipeline keeps posted ahead
@@ -65,6 +79,7 @@ type Group struct {
 	algo       Algorithm
 	chunk      int
 	verify     bool
+	mode       mode
 
 	mu     sync.Mutex
 	seq    uint64
@@ -109,6 +124,13 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 			algo = a
 		}
 	}
+	if v, ok := os.LookupEnv(EnvReproducible); ok {
+		on, valid := envTrue(v)
+		if !valid {
+			return nil, fmt.Errorf("collectives: rank %d: environment variable %s=%q: want 1 or 0", rank, EnvReproducible, v)
+		}
+		opts.Reproducible = opts.Reproducible || on
+	}
 	if opts.ChunkBytes < 0 {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.ChunkBytes", Problem: fmt.Sprintf("%d is negative, want 0 (default) or a size in bytes", opts.ChunkBytes)}
 	}
@@ -117,7 +139,7 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 		chunk = DefaultChunkBytes
 	}
 	g := &Group{
-		p: p, rank: rank, size: size, algo: algo, chunk: chunk, verify: !opts.SkipVerify,
+		p: p, rank: rank, size: size, algo: algo, chunk: chunk, verify: !opts.SkipVerify, mode: groupMode(opts),
 		wake: make(chan struct{}, 1), exited: make(chan struct{}),
 	}
 	g.sc.p = p

@@ -1,0 +1,455 @@
+package collectives
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rdmacell/rdmacell/collectives/exact"
+	"github.com/stretchr/testify/require"
+)
+
+// A configuration of a group that, in reproducible mode, must not change
+// any result: the algorithm asked for, whether the ranks share a host (the
+// Shared algorithm, unless another is forced), and the chunk size.
+type layout struct {
+	algo  Algorithm
+	host  bool
+	chunk int
+}
+
+func (l layout) String() string {
+	return fmt.Sprintf("%s/host=%v/chunk=%d", l.algo, l.host, l.chunk)
+}
+
+var reproLayouts = func() []layout {
+	var ls []layout
+	for _, a := range []Algorithm{Auto, Ring, RecursiveDoubling, HalvingDoubling, Chain, Tree} {
+		for _, host := range []bool{false, true} {
+			for _, chunk := range []int{smallChunk, 0} {
+				if host && a == Auto {
+					a = Shared
+				}
+				ls = append(ls, layout{a, host, chunk})
+			}
+		}
+	}
+	return ls
+}()
+
+func (l layout) world(t testing.TB, n int, m mode) *world {
+	return newWorldOn(t, n, l.host, func(int) Options {
+		return Options{Algorithm: l.algo, ChunkBytes: l.chunk, Reproducible: m == modeReproducible, Exact: m == modeExact}
+	})
+}
+
+// messy draws values of many magnitudes, so that the order in which they
+// are added changes the rounding; products stay near 1.
+func messy(rng *rand.Rand, op Op) float64 {
+	if op == Prod {
+		return 1 + rng.NormFloat64()/8
+	}
+	return rng.NormFloat64() * math.Ldexp(1, rng.IntN(30)-15)
+}
+
+// foldRef is the reproducible result of one element, computed serially:
+// the left fold in rank order, in float32 for the 16-bit floats.
+func foldRef[T Element](xs []T, op Op) T {
+	d := dtypeOf[T]()
+	if d == dtFloat64 {
+		acc := toF64(xs[0])
+		for _, v := range xs[1:] {
+			acc = combine64(acc, toF64(v), op)
+		}
+		if op == Avg {
+			acc /= float64(len(xs))
+		}
+		return fromF64[T](acc)
+	}
+	if !isFloat(d) {
+		rows := make([][]T, len(xs))
+		for r, x := range xs {
+			rows[r] = []T{x}
+		}
+		return reference(rows, op)[0]
+	}
+	acc := float32(toF64(xs[0]))
+	for _, v := range xs[1:] {
+		acc = combine32(acc, float32(toF64(v)), op)
+	}
+	if op == Avg {
+		acc /= float32(len(xs))
+	}
+	acc = nan32(acc)
+	var out T
+	switch p := any(&out).(type) {
+	case *float32:
+		*p = acc
+	case *Float16:
+		*p = ToFloat16(acc)
+	case *BFloat16:
+		*p = ToBFloat16(acc)
+	}
+	return out
+}
+
+func combine32(a, b float32, op Op) float32 {
+	switch op {
+	case Prod:
+		return nan32(a * b)
+	case Min:
+		return minF32(a, b)
+	case Max:
+		return maxF32(a, b)
+	}
+	return nan32(a + b)
+}
+
+func combine64(a, b float64, op Op) float64 {
+	switch op {
+	case Prod:
+		return nan64(a * b)
+	case Min:
+		return minF64(a, b)
+	case Max:
+		return maxF64(a, b)
+	}
+	return nan64(a + b)
+}
+
+// reproCase runs AllReduce (both forms), ReduceScatter and Reduce of
+// count elements on w, and requires every result to be, byte for byte,
+// want: the serial fold of the same inputs.
+func reproCase[T Element](t *testing.T, w *world, in [][]T, op Op, want func(xs []T) T) {
+	t.Helper()
+	n, count := w.n, len(in[0])
+	ctx := testCtx(t)
+	ref := make([]T, count)
+	xs := make([]T, n)
+	for i := range ref {
+		for r := range n {
+			xs[r] = in[r][i]
+		}
+		ref[i] = want(xs)
+	}
+	wantBytes := asBytes(ref)
+	check := func(what string, r int, got []T, lo int) {
+		t.Helper()
+		if !bytes.Equal(asBytes(got), wantBytes[lo*len(asBytes(ref[:1])):][:len(asBytes(got))]) {
+			for i := range got {
+				if !bytes.Equal(asBytes(got[i:i+1]), asBytes(ref[lo+i:lo+i+1])) {
+					t.Fatalf("%s: rank %d element %d: got %v, want %v", what, r, lo+i, got[i], ref[lo+i])
+				}
+			}
+		}
+	}
+	outs := make([][]T, n)
+	for _, inPlace := range []bool{false, true} {
+		w.ok(t, "AllReduce", func(r int, g *Group) error {
+			send := append([]T(nil), in[r]...)
+			outs[r] = make([]T, count)
+			if inPlace {
+				outs[r] = send
+			}
+			return AllReduce(ctx, g, send, outs[r], op)
+		})
+		for r := range n {
+			check(fmt.Sprintf("AllReduce in place %v", inPlace), r, outs[r], 0)
+		}
+	}
+	w.ok(t, "IAllReduce", func(r int, g *Group) error {
+		outs[r] = make([]T, count)
+		req, err := IAllReduce(ctx, g, in[r], outs[r], op)
+		if err != nil {
+			return err
+		}
+		return req.Wait(ctx)
+	})
+	for r := range n {
+		check("IAllReduce", r, outs[r], 0)
+	}
+	root := n - 1
+	w.ok(t, "Reduce", func(r int, g *Group) error {
+		outs[r] = nil
+		if r == root {
+			outs[r] = make([]T, count)
+		}
+		return Reduce(ctx, g, in[r], outs[r], op, root)
+	})
+	check("Reduce", root, outs[root], 0)
+	if count%n == 0 {
+		blk := count / n
+		w.ok(t, "ReduceScatter", func(r int, g *Group) error {
+			send := append([]T(nil), in[r]...)
+			outs[r] = send[r*blk : (r+1)*blk]
+			return ReduceScatter(ctx, g, send, outs[r], op)
+		})
+		for r := range n {
+			check("ReduceScatter in place", r, outs[r], r*blk)
+		}
+	}
+}
+
+func reproInputs[T Element](seed uint64, n, count int, op Op) [][]T {
+	rng := rand.New(rand.NewPCG(seed, uint64(n*1000+count)))
+	in := make([][]T, n)
+	for r := range in {
+		in[r] = make([]T, count)
+		for i := range in[r] {
+			if isFloat(dtypeOf[T]()) {
+				in[r][i] = fromF64[T](messy(rng, op))
+			} else {
+				in[r][i] = fromF64[T](float64(rng.IntN(200) - 100))
+			}
+		}
+	}
+	return in
+}
+
+// reproCounts: one element, seven, one small chunk's worth, many chunks
+// of blocks that do not divide evenly, and an even split.
+func reproCounts(n int) []int { return []int{1, 7, smallChunk / 4, 97*n + 3, 64 * n} }
+
+func reproSuite[T Element](t *testing.T, n int) {
+	for _, l := range reproLayouts {
+		w := l.world(t, n, modeReproducible)
+		for _, count := range reproCounts(n) {
+			for _, op := range []Op{Sum, Avg, Prod, Min, Max} {
+				in := reproInputs[T](1, n, count, op)
+				reproCase(t, w, in, op, func(xs []T) T { return foldRef(xs, op) })
+				if t.Failed() {
+					t.Fatalf("layout %s, count %d, op %s", l, count, op)
+				}
+			}
+		}
+	}
+}
+
+// TestReproducible: in reproducible mode every reduction, whatever the
+// algorithm, the transport (messages, or the memory of one host), the
+// chunk size and the count, gives exactly the serial fold in rank order.
+func TestReproducible(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 5, 8} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			t.Parallel()
+			t.Run("float32", func(t *testing.T) { reproSuite[float32](t, n) })
+			t.Run("float64", func(t *testing.T) { reproSuite[float64](t, n) })
+			t.Run("float16", func(t *testing.T) { reproSuite[Float16](t, n) })
+			t.Run("bfloat16", func(t *testing.T) { reproSuite[BFloat16](t, n) })
+			t.Run("int32", func(t *testing.T) { reproSuite[int32](t, n) })
+		})
+	}
+}
+
+// TestReproducibleCatchesOrder: the data of TestReproducible is such that
+// order matters: without the mode, the ring and the shared memory of one
+// host do not agree with the serial fold, nor with each other.
+func TestReproducibleCatchesOrder(t *testing.T) {
+	const n, count = 4, 4096
+	in := reproInputs[float32](1, n, count, Sum)
+	results := make(map[string][]float32)
+	for _, l := range []layout{{Ring, false, 0}, {Shared, true, 0}, {RecursiveDoubling, false, 0}} {
+		w := l.world(t, n, modeDefault)
+		ctx := testCtx(t)
+		outs := make([][]float32, n)
+		w.ok(t, "AllReduce", func(r int, g *Group) error {
+			outs[r] = make([]float32, count)
+			return AllReduce(ctx, g, in[r], outs[r], Sum)
+		})
+		results[l.algo.String()] = outs[0]
+	}
+	require.NotEqual(t, results["ring"], results["recursive-doubling"])
+	require.NotEqual(t, results["ring"], results["shared"])
+}
+
+// TestReproducibleMismatch: ranks that disagree about the mode are told so
+// (the mode is in the fingerprint), with nothing moved.
+func TestReproducibleMismatch(t *testing.T) {
+	w := newWorldOn(t, 3, false, func(r int) Options { return Options{Reproducible: r == 1} })
+	ctx := testCtx(t)
+	for r, err := range w.run(func(r int, g *Group) error {
+		return AllReduce(ctx, g, make([]float32, 8), make([]float32, 8), Sum)
+	}) {
+		var me *MismatchError
+		require.ErrorAs(t, err, &me, "rank %d", r)
+		require.Equal(t, []int{1}, me.Odd)
+		require.Contains(t, err.Error(), "reproducible")
+	}
+}
+
+func TestReproducibleFromEnv(t *testing.T) {
+	t.Setenv(EnvReproducible, "1")
+	w := newWorld(t, 2, Options{})
+	require.Equal(t, modeReproducible, w.groups[0].mode)
+	t.Setenv(EnvReproducible, "maybe")
+	_, err := New(w.mem.Endpoint(0), Options{})
+	require.ErrorContains(t, err, EnvReproducible)
+}
+
+// bigSum is the correctly rounded sum of xs, by math/big, and its Avg.
+func bigSum(xs []float64) (float64, float32) {
+	s := new(big.Float).SetPrec(4096)
+	for _, x := range xs {
+		s.Add(s, new(big.Float).SetFloat64(x))
+	}
+	f64, _ := s.Float64()
+	f32, _ := s.Float32()
+	return f64, f32
+}
+
+// cancelBadly draws the inputs of the exact tests: large values and their
+// negations around small ones (1e8, 1, -1e8 and the like), spread over
+// the ranks, and plain values of random magnitude.
+func cancelBadly(rng *rand.Rand, n int, f32 bool) []float64 {
+	xs := make([]float64, n)
+	for r := range xs {
+		switch rng.IntN(4) {
+		case 0:
+			xs[r] = 1e8
+		case 1:
+			xs[r] = -1e8
+		case 2:
+			xs[r] = float64(rng.IntN(5) - 2)
+		default:
+			xs[r] = messy(rng, Sum) * math.Ldexp(1, rng.IntN(60)-30)
+		}
+		if f32 {
+			xs[r] = float64(float32(xs[r]))
+		}
+	}
+	return xs
+}
+
+func exactSuite[T float32 | float64](t *testing.T, n int) {
+	f32 := dtypeOf[T]() == dtFloat32
+	for _, l := range reproLayouts {
+		w := l.world(t, n, modeExact)
+		for _, count := range reproCounts(n) {
+			rng := rand.New(rand.NewPCG(uint64(n), uint64(count)))
+			in := make([][]T, n)
+			for r := range in {
+				in[r] = make([]T, count)
+			}
+			for i := range count {
+				for r, x := range cancelBadly(rng, n, f32) {
+					in[r][i] = T(x)
+				}
+			}
+			for _, op := range []Op{Sum, Avg} {
+				reproCase(t, w, in, op, func(xs []T) T {
+					vs := make([]float64, len(xs))
+					for r, x := range xs {
+						vs[r] = float64(x)
+					}
+					s64, s32 := bigSum(vs)
+					s := T(s64)
+					if f32 {
+						s = T(s32)
+					}
+					if op == Avg {
+						s /= T(len(xs))
+					}
+					return s
+				})
+				if t.Failed() {
+					t.Fatalf("layout %s, count %d, op %s", l, count, op)
+				}
+			}
+		}
+	}
+}
+
+// TestExact: in exact mode a float sum is the correctly rounded sum of the
+// ranks' values (math/big's), on inputs that cancel badly, whatever the
+// layout; Avg divides it once.
+func TestExact(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 8} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			t.Parallel()
+			t.Run("float32", func(t *testing.T) { exactSuite[float32](t, n) })
+			t.Run("float64", func(t *testing.T) { exactSuite[float64](t, n) })
+		})
+	}
+}
+
+// TestExactOtherOps: exact mode folds what it does not sum exactly in the
+// reproducible order.
+func TestExactOtherOps(t *testing.T) {
+	w := layout{Ring, false, smallChunk}.world(t, 4, modeExact)
+	in := reproInputs[float32](2, 4, 103, Prod)
+	reproCase(t, w, in, Prod, func(xs []float32) float32 { return foldRef(xs, Prod) })
+	in16 := reproInputs[Float16](2, 4, 103, Sum)
+	reproCase(t, w, in16, Sum, func(xs []Float16) Float16 { return foldRef(xs, Sum) })
+}
+
+// TestAllReduceAccWorldSizes: the same global terms, split over 1, 2, 3, 4
+// or 8 ranks that each sum their share into exact.Acc, give one result:
+// the correctly rounded sum of all of them.
+func TestAllReduceAccWorldSizes(t *testing.T) {
+	const terms, count = 24, 37
+	rng := rand.New(rand.NewPCG(5, 8))
+	global := make([][]float64, count) // element → its terms
+	for i := range global {
+		global[i] = cancelBadly(rng, terms, false)
+	}
+	for _, n := range []int{1, 2, 3, 4, 8} {
+		for _, l := range []layout{{Auto, false, 0}, {Ring, false, smallChunk}, {Shared, true, 0}} {
+			w := l.world(t, n, modeDefault)
+			ctx := testCtx(t)
+			accs := make([][]exact.Acc, n)
+			w.ok(t, "AllReduceAcc", func(r int, g *Group) error {
+				accs[r] = make([]exact.Acc, count)
+				for i := range count {
+					for k := r; k < terms; k += n { // rank r's share: every n-th term
+						accs[r][i].Add(global[i][k])
+					}
+				}
+				return AllReduceAcc(ctx, g, accs[r])
+			})
+			for r := range n {
+				for i := range count {
+					w64, w32 := bigSum(global[i])
+					require.Equal(t, math.Float64bits(w64), math.Float64bits(accs[r][i].Float64()), "n=%d %s rank %d element %d", n, l, r, i)
+					require.Equal(t, math.Float32bits(w32), math.Float32bits(accs[r][i].Float32()), "n=%d %s rank %d element %d", n, l, r, i)
+				}
+			}
+		}
+	}
+}
+
+// TestExactKernels drives the exact sums directly over inputs whose
+// exponents spread wide enough to defeat their fast paths.
+func TestExactKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for range 3000 {
+		n := 1 + rng.IntN(9)
+		xs := make([]float64, n)
+		for r := range xs {
+			xs[r] = math.Ldexp(rng.NormFloat64(), rng.IntN(400)-200)
+			if rng.IntN(4) == 0 && r > 0 {
+				xs[r] = -xs[r-1]
+			}
+		}
+		src64 := make([][]float64, n)
+		src32 := make([][]float32, n)
+		f32s := make([]float64, n)
+		for r, x := range xs {
+			src64[r] = []float64{x}
+			src32[r] = []float32{float32(x)}
+			f32s[r] = float64(float32(x))
+		}
+		got64, got32 := []float64{0}, []float32{0}
+		exactSum64(got64, src64)
+		exactSum32(got32, src32)
+		w64, _ := bigSum(xs)
+		_, w32 := bigSum(f32s)
+		require.Equal(t, math.Float64bits(w64), math.Float64bits(got64[0]), "%v", xs)
+		require.Equal(t, math.Float32bits(w32), math.Float32bits(got32[0]), "%v", f32s)
+	}
+	nan := []float64{0}
+	exactSum64(nan, [][]float64{{math.Inf(1)}, {math.Inf(-1)}})
+	require.Equal(t, math.Float64bits(nanF64), math.Float64bits(nan[0]))
+}
