@@ -438,8 +438,9 @@ func TestExactKernels(t *testing.T) {
 		f32s := make([]float64, n)
 		for r, x := range xs {
 			src64[r] = []float64{x}
-			src32[r] = []float32{float32(x)}
-			f32s[r] = float64(float32(x))
+			y := float32(math.Ldexp(x, -100)) // within float32's range, subnormals too
+			src32[r] = []float32{y}
+			f32s[r] = float64(y)
 		}
 		got64, got32 := []float64{0}, []float32{0}
 		exactSum64(got64, src64)
