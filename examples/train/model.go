@@ -100,8 +100,11 @@ func (l *layer) backward(dy []float32, rows int) []float32 {
 }
 
 // lossAndGrad runs the batch forward and returns its mean cross-entropy
-// loss and the gradient of that loss with respect to the logits.
-func (m *mlp) lossAndGrad(x []float32, y []int) (float64, []float32) {
+// loss and the gradient with respect to the logits of the loss summed
+// over the batch and divided by norm: the batch's mean loss when norm is
+// the batch size, the batch's share of the global batch's mean when norm
+// is the global batch size.
+func (m *mlp) lossAndGrad(x []float32, y []int, norm int) (float64, []float32) {
 	rows := len(y)
 	logits := x
 	for _, l := range m.layers {
@@ -124,9 +127,9 @@ func (m *mlp) lossAndGrad(x []float32, y []int) (float64, []float32) {
 			sum += e
 		}
 		for c := range dz {
-			dz[c] = float32(float64(dz[c]) / sum / float64(rows))
+			dz[c] = float32(float64(dz[c]) / sum / float64(norm))
 		}
-		dz[y[r]] -= 1 / float32(rows)
+		dz[y[r]] -= 1 / float32(norm)
 		loss += math.Log(sum) - float64(z[y[r]]-top)
 	}
 	return loss / float64(rows), dlogits
