@@ -16,7 +16,7 @@ const (
 	modeExact
 )
 
-var modeNames = [...]string{"", "reproducible", "exact"}
+var modeNames = [...]string{"default", "reproducible", "exact"}
 
 func (m mode) String() string {
 	if int(m) < len(modeNames) {
