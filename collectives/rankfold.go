@@ -163,25 +163,51 @@ func fold16(dst []uint16, srcs [][]uint16, bf bool, op Op) {
 }
 
 // exactSum32 writes the correctly rounded sum of srcs[r][i] into dst[i].
-// The float64 sum of float32 values is exact unless their exponents
-// spread over more than about 29 bits; TwoSum (Knuth) checks each
-// addition, and only an element where one was inexact, or that overflows
-// float32 or is not finite, goes through an exact.Acc.
+// Widened to float64, the values are summed with TwoSum (Knuth), whose
+// errors are summed the same way; when that second sum is exact, the
+// exact total is s + c, two float64s. Their sum rounded to odd (Boldo and
+// Melquiond: to the float64 whose last bit is 1 among the two around it,
+// unless it is exact) rounds to nearest float32 as the exact total would,
+// because float64 has more than 24+1 bits. Elements where the errors did
+// not sum exactly, or that are not finite or overflow float32, go through
+// an exact.Acc; with float32 inputs that takes values about 2^80 apart.
 func exactSum32(dst []float32, srcs [][]float32) {
 	for i := range dst {
-		s := float64(srcs[0][i])
+		s, c := float64(srcs[0][i]), 0.0
 		ok := true
 		for _, v := range srcs[1:] {
 			x := float64(v[i])
 			t := s + x
 			bp := t - s
-			if (s-(t-bp))+(x-bp) != 0 {
-				ok = false
-			}
+			e := (s - (t - bp)) + (x - bp)
 			s = t
+			if e != 0 {
+				u := c + e
+				bq := u - c
+				if (c-(u-bq))+(e-bq) != 0 {
+					ok = false
+				}
+				c = u
+			}
 		}
-		if ok && math.Abs(s) <= math.MaxFloat32 {
-			dst[i] = float32(s)
+		t := s
+		if c != 0 { // s + 0 would turn a sum of -0s into +0
+			t = s + c
+		}
+		if ok && math.Abs(t) <= math.MaxFloat32 {
+			bp := t - s
+			if e := (s - (t - bp)) + (c - bp); e != 0 {
+				if b := math.Float64bits(t); b&1 == 0 {
+					// Towards e: one ulp up in magnitude if e has t's sign.
+					if (e > 0) == (t > 0) {
+						b++
+					} else {
+						b--
+					}
+					t = math.Float64frombits(b)
+				}
+			}
+			dst[i] = float32(t)
 			continue
 		}
 		var a exact.Acc
@@ -216,8 +242,11 @@ func exactSum64(dst []float64, srcs [][]float64) {
 				c = u
 			}
 		}
-		if r := s + c; ok && r-r == 0 {
-			dst[i] = r
+		if c != 0 { // s + 0 would turn a sum of -0s into +0
+			s += c
+		}
+		if ok && s-s == 0 {
+			dst[i] = s
 			continue
 		}
 		var a exact.Acc

@@ -460,4 +460,14 @@ func TestExactKernels(t *testing.T) {
 	nan := []float64{0}
 	exactSum64(nan, [][]float64{{math.Inf(1)}, {math.Inf(-1)}})
 	require.Equal(t, math.Float64bits(nanF64), math.Float64bits(nan[0]))
+	negz := math.Copysign(0, -1)
+	z64, z32 := []float64{1}, []float32{1}
+	exactSum64(z64, [][]float64{{negz}, {negz}})
+	exactSum32(z32, [][]float32{{float32(negz)}, {float32(negz)}})
+	require.True(t, math.Signbit(z64[0]) && math.Signbit(float64(z32[0])), "-0 + -0 is -0")
+	// A float32 sum whose float64 rounding is a float32 tie: only
+	// rounding to odd first gets it right.
+	tie := []float32{0}
+	exactSum32(tie, [][]float32{{1}, {0x1p-24}, {0x1p-60}, {0x1p-90}})
+	require.Equal(t, float32(1+0x1p-23), tie[0])
 }

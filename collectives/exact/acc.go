@@ -245,14 +245,18 @@ func (c *Acc) bit(i int) bool {
 }
 
 // bitRange returns bits [lo, hi) of a normalized non-negative sum;
-// hi-lo <= 64.
+// 0 <= lo, hi-lo <= 64.
 func (c *Acc) bitRange(lo, hi int) uint64 {
-	var v uint64
-	for i := hi - 1; i >= lo; i-- {
-		v <<= 1
-		if c.bit(i) {
-			v |= 1
+	k, s := lo>>5, uint(lo&31)
+	digit := func(j int) uint64 {
+		if j < Digits {
+			return uint64(c.d[j])
 		}
+		return 0
+	}
+	v := (digit(k)|digit(k+1)<<32)>>s | digit(k+2)<<(64-s) // s = 0: the shift by 64 gives 0
+	if n := hi - lo; n < 64 {
+		v &= 1<<n - 1
 	}
 	return v
 }
