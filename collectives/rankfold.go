@@ -174,8 +174,10 @@ func fold16(dst []uint16, srcs [][]uint16, bf bool, op Op) {
 func exactSum32(dst []float32, srcs [][]float32) {
 	for i := range dst {
 		s, c := float64(srcs[0][i]), 0.0
-		ok := true
+		bad := false
 		for _, v := range srcs[1:] {
+			// Widened float32s mostly add exactly, so the branch on e
+			// is well predicted (unlike float64's; see exactSum64).
 			x := float64(v[i])
 			t := s + x
 			bp := t - s
@@ -185,37 +187,63 @@ func exactSum32(dst []float32, srcs [][]float32) {
 				u := c + e
 				bq := u - c
 				if (c-(u-bq))+(e-bq) != 0 {
-					ok = false
+					bad = true
 				}
 				c = u
 			}
 		}
-		t := s
-		if c != 0 { // s + 0 would turn a sum of -0s into +0
-			t = s + c
+		t := s + c
+		if t == 0 {
+			t = s // ±0: a sum of -0s is -0
 		}
-		if ok && math.Abs(t) <= math.MaxFloat32 {
-			bp := t - s
-			if e := (s - (t - bp)) + (c - bp); e != 0 {
-				if b := math.Float64bits(t); b&1 == 0 {
-					// Towards e: one ulp up in magnitude if e has t's sign.
-					if (e > 0) == (t > 0) {
-						b++
-					} else {
-						b--
-					}
-					t = math.Float64frombits(b)
-				}
-			}
-			dst[i] = float32(t)
+		if bad || math.Abs(t) > math.MaxFloat32 || t != t {
+			dst[i] = accSum32(srcs, i)
 			continue
 		}
-		var a exact.Acc
-		for _, v := range srcs {
-			a.AddFloat32(v[i])
+		bp := t - s
+		if e := (s - (t - bp)) + (c - bp); e != 0 {
+			// Round to odd: the neighbour towards e if t is even.
+			if b := math.Float64bits(t); b&1 == 0 {
+				if (e > 0) == (t > 0) {
+					b++
+				} else {
+					b--
+				}
+				t = math.Float64frombits(b)
+			}
 		}
-		dst[i] = nan32(a.Float32())
+		dst[i] = float32(t)
 	}
+}
+
+// accSum32 sums element i of srcs with an exact.Acc.
+func accSum32(srcs [][]float32, i int) float32 {
+	var a exact.Acc
+	for _, v := range srcs {
+		a.AddFloat32(v[i])
+	}
+	return nan32(a.Float32())
+}
+
+// accSum64 sums element i of srcs with an exact.Acc.
+func accSum64(srcs [][]float64, i int) float64 {
+	var a exact.Acc
+	for _, v := range srcs {
+		a.Add(v[i])
+	}
+	return nan64(a.Float64())
+}
+
+// twoSumStep adds x to the sum s and its error to c, TwoSum (Knuth) both
+// times, and adds the magnitude of the second error to bad (NaN once a
+// value is not finite or a sum overflows).
+func twoSumStep(s, c, bad, x float64) (float64, float64, float64) {
+	t := s + x
+	bp := t - s
+	e := (s - (t - bp)) + (x - bp)
+	u := c + e
+	bq := u - c
+	return t, u, bad + math.Abs((c-(u-bq))+(e-bq))
 }
 
 // exactSum64 writes the correctly rounded sum of srcs[r][i] into dst[i].
@@ -223,36 +251,22 @@ func exactSum32(dst []float32, srcs [][]float32) {
 // errors are summed the same way into c, and when that sum is exact the
 // exact total is s + c, whose rounding is one IEEE addition. Otherwise,
 // and for values that are not finite, an exact.Acc sums the element.
+// float64 additions are inexact about half the time, at random, so this
+// loop has no branch on it.
 func exactSum64(dst []float64, srcs [][]float64) {
 	for i := range dst {
 		s, c := srcs[0][i], 0.0
-		ok := true
+		var bad float64
 		for _, v := range srcs[1:] {
-			x := v[i]
-			t := s + x
-			bp := t - s
-			e := (s - (t - bp)) + (x - bp)
-			s = t
-			if e != 0 {
-				u := c + e
-				bq := u - c
-				if (c-(u-bq))+(e-bq) != 0 {
-					ok = false
-				}
-				c = u
-			}
+			s, c, bad = twoSumStep(s, c, bad, v[i])
 		}
-		if c != 0 { // s + 0 would turn a sum of -0s into +0
-			s += c
+		t := s + c
+		if t == 0 {
+			t = s // ±0: a sum of -0s is -0
 		}
-		if ok && s-s == 0 {
-			dst[i] = s
-			continue
+		if bad != 0 || t-t != 0 {
+			t = accSum64(srcs, i)
 		}
-		var a exact.Acc
-		for _, v := range srcs {
-			a.Add(v[i])
-		}
-		dst[i] = nan64(a.Float64())
+		dst[i] = t
 	}
 }
