@@ -124,13 +124,11 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 			algo = a
 		}
 	}
-	if v, ok := os.LookupEnv(EnvReproducible); ok {
-		on, valid := envTrue(v)
-		if !valid {
-			return nil, fmt.Errorf("collectives: rank %d: environment variable %s=%q: want 1 or 0", rank, EnvReproducible, v)
-		}
-		opts.Reproducible = opts.Reproducible || on
+	envRepro, err := reproducibleFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("collectives: rank %d: %w", rank, err)
 	}
+	opts.Reproducible = opts.Reproducible || envRepro
 	if opts.ChunkBytes < 0 {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.ChunkBytes", Problem: fmt.Sprintf("%d is negative, want 0 (default) or a size in bytes", opts.ChunkBytes)}
 	}

@@ -1,5 +1,11 @@
 package collectives
 
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
 // EnvReproducible is the environment variable that turns on
 // Options.Reproducible when set to 1 (or true); New reads it.
 const EnvReproducible = "RDMACELL_REPRODUCIBLE"
@@ -36,16 +42,17 @@ func groupMode(opts Options) mode {
 	return modeDefault
 }
 
-// envTrue reports whether an environment variable's value turns a switch
-// on, and whether it is a valid switch at all.
-func envTrue(v string) (on, ok bool) {
-	switch v {
-	case "1", "true", "TRUE", "True", "yes", "on":
-		return true, true
-	case "", "0", "false", "FALSE", "False", "no", "off":
-		return false, true
+// reproducibleFromEnv reads EnvReproducible: unset, "" and 0 are off, 1
+// is on; anything else is an error naming the variable.
+func reproducibleFromEnv() (bool, error) {
+	v, ok := os.LookupEnv(EnvReproducible)
+	switch {
+	case !ok || v == "" || v == "0" || strings.EqualFold(v, "false"):
+		return false, nil
+	case v == "1" || strings.EqualFold(v, "true"):
+		return true, nil
 	}
-	return false, false
+	return false, fmt.Errorf("environment variable %s=%q: want 1 or 0", EnvReproducible, v)
 }
 
 // opMode is the mode of one reduction in a group of mode m. Exact sums

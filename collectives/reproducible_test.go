@@ -58,66 +58,63 @@ func messy(rng *rand.Rand, op Op) float64 {
 // foldRef is the reproducible result of one element, computed serially:
 // the left fold in rank order, in float32 for the 16-bit floats.
 func foldRef[T Element](xs []T, op Op) T {
-	d := dtypeOf[T]()
-	if d == dtFloat64 {
-		acc := toF64(xs[0])
-		for _, v := range xs[1:] {
-			acc = combine64(acc, toF64(v), op)
+	switch d := dtypeOf[T](); {
+	case d == dtFloat64:
+		return fromF64[T](foldIn[float64](xs, op))
+	case isFloat(d):
+		f := nan32(foldIn[float32](xs, op))
+		var out T
+		switch p := any(&out).(type) {
+		case *float32:
+			*p = f
+		case *Float16:
+			*p = ToFloat16(f)
+		case *BFloat16:
+			*p = ToBFloat16(f)
 		}
-		if op == Avg {
-			acc /= float64(len(xs))
-		}
-		return fromF64[T](acc)
+		return out
 	}
-	if !isFloat(d) {
-		rows := make([][]T, len(xs))
-		for r, x := range xs {
-			rows[r] = []T{x}
-		}
-		return reference(rows, op)[0]
+	rows := make([][]T, len(xs))
+	for r, x := range xs {
+		rows[r] = []T{x}
 	}
-	acc := float32(toF64(xs[0]))
+	return reference(rows, op)[0]
+}
+
+// foldIn folds xs, as F, in rank order.
+func foldIn[F float32 | float64, T Element](xs []T, op Op) F {
+	acc := F(toF64(xs[0]))
 	for _, v := range xs[1:] {
-		acc = combine32(acc, float32(toF64(v)), op)
+		x := F(toF64(v))
+		switch op {
+		case Prod:
+			acc *= x
+		case Min, Max:
+			acc = minMax(acc, x, op)
+		default:
+			acc += x
+		}
 	}
 	if op == Avg {
-		acc /= float32(len(xs))
+		acc /= F(len(xs))
 	}
-	acc = nan32(acc)
-	var out T
-	switch p := any(&out).(type) {
-	case *float32:
-		*p = acc
-	case *Float16:
-		*p = ToFloat16(acc)
-	case *BFloat16:
-		*p = ToBFloat16(acc)
-	}
-	return out
+	return acc
 }
 
-func combine32(a, b float32, op Op) float32 {
-	switch op {
-	case Prod:
-		return nan32(a * b)
-	case Min:
-		return minF32(a, b)
-	case Max:
-		return maxF32(a, b)
+// minMax is the package's commutative minimum or maximum, of F.
+func minMax[F float32 | float64](a, b F, op Op) F {
+	if p, ok := any(a).(float32); ok {
+		q := float32(b)
+		if op == Min {
+			return F(minF32(p, q))
+		}
+		return F(maxF32(p, q))
 	}
-	return nan32(a + b)
-}
-
-func combine64(a, b float64, op Op) float64 {
-	switch op {
-	case Prod:
-		return nan64(a * b)
-	case Min:
-		return minF64(a, b)
-	case Max:
-		return maxF64(a, b)
+	p, q := float64(a), float64(b)
+	if op == Min {
+		return F(minF64(p, q))
 	}
-	return nan64(a + b)
+	return F(maxF64(p, q))
 }
 
 // reproCase runs AllReduce (both forms), ReduceScatter and Reduce of

@@ -22,44 +22,20 @@ import (
 // (see lossAndGrad), not by the rank's share of it.
 type exactGrads struct {
 	accs []exact.Acc // the layout of mlp.grads
-	w, b [][]exact.Acc
 }
 
+// newExactGrads gives m's layers accumulators, which their backward pass
+// then fills instead of their gradients.
 func newExactGrads(m *mlp) *exactGrads {
 	e := &exactGrads{accs: make([]exact.Acc, len(m.grads))}
 	at := 0
 	for _, l := range m.layers {
-		e.w = append(e.w, e.accs[at:at+len(l.gw)])
+		l.aw = e.accs[at : at+len(l.gw)]
 		at += len(l.gw)
-		e.b = append(e.b, e.accs[at:at+len(l.gb)])
+		l.ab = e.accs[at : at+len(l.gb)]
 		at += len(l.gb)
 	}
 	return e
-}
-
-// backward is layer.backward with each sample's weight and bias gradient
-// added to the accumulators instead of to the rounded gradients. The
-// gradient with respect to the input is per sample and needs no care.
-func (e *exactGrads) backward(m *mlp, li int, dy []float32, rows int) []float32 {
-	l := m.layers[li]
-	aw, ab := e.w[li], e.b[li]
-	dx := make([]float32, rows*l.in)
-	for r := range rows {
-		xr, dxr := l.x[r*l.in:(r+1)*l.in], dx[r*l.in:(r+1)*l.in]
-		for o := range l.out {
-			d := dy[r*l.out+o]
-			if l.relu && l.z[r*l.out+o] <= 0 {
-				continue
-			}
-			ab[o].AddFloat32(d)
-			w, acc := l.w[o*l.in:(o+1)*l.in], aw[o*l.in:(o+1)*l.in]
-			for i := range l.in {
-				acc[i].AddFloat32(d * xr[i])
-				dxr[i] += d * w[i]
-			}
-		}
-	}
-	return dx
 }
 
 // sync merges the accumulators over the ranks, rounds them into m.grads

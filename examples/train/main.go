@@ -139,7 +139,7 @@ func train(ctx context.Context, cfg config, g *collectives.Group) error {
 				loss, dy := model.lossAndGrad(x, y, global)
 				total += loss
 				for l := len(model.layers) - 1; l >= 0; l-- {
-					dy = exactSync.backward(model, l, dy, cfg.batch)
+					dy = model.layers[l].backward(dy, cfg.batch)
 				}
 				if err := exactSync.sync(ctx, g, model); err != nil {
 					return err

@@ -54,7 +54,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 	if cfg.Root < 0 || cfg.Root >= b.n {
 		return fmt.Errorf("root %d: want 0 <= -r < %d ranks", cfg.Root, b.n)
 	}
-	b.group, err = collectives.New(b.comm.P2P(), collectives.Options{Algorithm: cfg.Algorithm, ChunkBytes: cfg.Chunk})
+	b.group, err = collectives.New(b.comm.P2P(), collectives.Options{Algorithm: cfg.Algorithm, ChunkBytes: cfg.Chunk, Reproducible: cfg.Reproducible, Exact: cfg.Exact})
 	if err != nil {
 		return fmt.Errorf("collective group: %w", err)
 	}
