@@ -172,48 +172,70 @@ func fold16(dst []uint16, srcs [][]uint16, bf bool, op Op) {
 // not sum exactly, or that are not finite or overflow float32, go through
 // an exact.Acc; with float32 inputs that takes values about 2^80 apart.
 func exactSum32(dst []float32, srcs [][]float32) {
-	for i := range dst {
-		s, c := float64(srcs[0][i]), 0.0
-		bad := false
-		for _, v := range srcs[1:] {
-			// Widened float32s mostly add exactly, so the branch on e
-			// is well predicted (unlike float64's; see exactSum64).
-			x := float64(v[i])
-			t := s + x
-			bp := t - s
-			e := (s - (t - bp)) + (x - bp)
-			s = t
-			if e != 0 {
-				u := c + e
-				bq := u - c
-				if (c-(u-bq))+(e-bq) != 0 {
-					bad = true
+	i := 0
+	if exactVec32 != nil && len(srcs) > 1 {
+		for end := len(dst) &^ 3; i < end; {
+			if i = exactVec32(dst, srcs, i); i < end {
+				// A group the vector code left: element by element.
+				for j := i; j < i+4; j++ {
+					dst[j] = exactOne32(srcs, j)
 				}
-				c = u
+				i += 4
 			}
 		}
-		t := s + c
-		if t == 0 {
-			t = s // ±0: a sum of -0s is -0
-		}
-		if bad || math.Abs(t) > math.MaxFloat32 || t != t {
-			dst[i] = accSum32(srcs, i)
-			continue
-		}
-		bp := t - s
-		if e := (s - (t - bp)) + (c - bp); e != 0 {
-			// Round to odd: the neighbour towards e if t is even.
-			if b := math.Float64bits(t); b&1 == 0 {
-				if (e > 0) == (t > 0) {
-					b++
-				} else {
-					b--
-				}
-				t = math.Float64frombits(b)
-			}
-		}
-		dst[i] = float32(t)
 	}
+	for ; i < len(dst); i++ {
+		dst[i] = exactOne32(srcs, i)
+	}
+}
+
+// exactVec32, where the CPU has the vector instructions it needs, runs
+// exactSum32's fast path on whole groups of four elements from the given
+// index on, and returns where it stopped: at the end of the groups, or at
+// the first group with an element the fast path cannot settle.
+var exactVec32 func(dst []float32, srcs [][]float32, from int) int
+
+// exactOne32 is exactSum32 for element i.
+func exactOne32(srcs [][]float32, i int) float32 {
+	s, c := float64(srcs[0][i]), 0.0
+	bad := false
+	for _, v := range srcs[1:] {
+		// Widened float32s mostly add exactly, so the branch on e is
+		// well predicted (unlike float64's; see exactSum64).
+		x := float64(v[i])
+		t := s + x
+		bp := t - s
+		e := (s - (t - bp)) + (x - bp)
+		s = t
+		if e != 0 {
+			u := c + e
+			bq := u - c
+			if (c-(u-bq))+(e-bq) != 0 {
+				bad = true
+			}
+			c = u
+		}
+	}
+	t := s + c
+	if t == 0 {
+		t = s // ±0: a sum of -0s is -0
+	}
+	if bad || math.Abs(t) > math.MaxFloat32 || t != t {
+		return accSum32(srcs, i)
+	}
+	bp := t - s
+	if e := (s - (t - bp)) + (c - bp); e != 0 {
+		// Round to odd: the neighbour towards e if t is even.
+		if b := math.Float64bits(t); b&1 == 0 {
+			if (e > 0) == (t > 0) {
+				b++
+			} else {
+				b--
+			}
+			t = math.Float64frombits(b)
+		}
+	}
+	return float32(t)
 }
 
 // accSum32 sums element i of srcs with an exact.Acc.
