@@ -93,3 +93,74 @@ done:
 	VZEROUPPER
 	MOVQ AX, ret+56(FP)
 	RET
+
+DATA exactInf<>+0(SB)/8, $0x7ff0000000000000
+GLOBL exactInf<>(SB), RODATA|NOPTR, $8
+
+// exactSum64AVX2 is exactSum64's fast path, four elements at a time; it
+// returns where it stopped as exactSum32AVX2 does.
+//
+// func exactSum64AVX2(dst []float64, srcs [][]float64, from int) int
+TEXT ·exactSum64AVX2(SB), NOSPLIT, $0-64
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	ANDQ $-4, CX
+	MOVQ srcs_base+24(FP), R8
+	MOVQ srcs_len+32(FP), R9
+	MOVQ from+48(FP), AX
+	VXORPD Y15, Y15, Y15
+	VBROADCASTSD exactAbs<>(SB), Y12
+	VBROADCASTSD exactInf<>(SB), Y11
+
+group64:
+	CMPQ AX, CX
+	JAE  done64
+	VXORPD Y14, Y14, Y14        // bad lanes
+	MOVQ 0(R8), SI
+	VMOVUPD (SI)(AX*8), Y0      // s
+	VXORPD Y1, Y1, Y1           // c
+	MOVQ $24, R10
+	MOVQ R9, R11
+	IMULQ $24, R11
+
+rank64:
+	CMPQ R10, R11
+	JAE  final64
+	MOVQ (R8)(R10*1), SI
+	VMOVUPD (SI)(AX*8), Y2      // x
+	VADDPD Y2, Y0, Y3           // t = s + x
+	VSUBPD Y0, Y3, Y4           // bp = t - s
+	VSUBPD Y4, Y3, Y5           // t - bp
+	VSUBPD Y5, Y0, Y5           // s - (t - bp)
+	VSUBPD Y4, Y2, Y6           // x - bp
+	VADDPD Y6, Y5, Y5           // e
+	VMOVAPD Y3, Y0              // s = t
+	VADDPD Y5, Y1, Y6           // u = c + e
+	VSUBPD Y1, Y6, Y7           // bq = u - c
+	VSUBPD Y7, Y6, Y8           // u - bq
+	VSUBPD Y8, Y1, Y8           // c - (u - bq)
+	VSUBPD Y7, Y5, Y9           // e - bq
+	VADDPD Y9, Y8, Y8           // the error of c + e
+	VCMPPD $4, Y15, Y8, Y8      // != 0, or NaN
+	VORPD Y8, Y14, Y14
+	VMOVAPD Y6, Y1              // c = u
+	ADDQ $24, R10
+	JMP  rank64
+
+final64:
+	VADDPD Y1, Y0, Y3           // t = s + c, the correctly rounded sum
+	VCMPPD $0, Y15, Y3, Y4      // t == 0
+	VBLENDVPD Y4, Y0, Y3, Y3    // then t = s: a sum of -0s is -0
+	VANDPD Y12, Y3, Y4          // |t|
+	VCMPPD $5, Y11, Y4, Y4      // not below +Inf: infinite or NaN
+	VORPD Y4, Y14, Y14
+	VPTEST Y14, Y14
+	JNZ  done64
+	VMOVUPD Y3, (DI)(AX*8)
+	ADDQ $4, AX
+	JMP  group64
+
+done64:
+	VZEROUPPER
+	MOVQ AX, ret+56(FP)
+	RET

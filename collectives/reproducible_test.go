@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/rdmacell/rdmacell/collectives/exact"
 	"github.com/stretchr/testify/require"
@@ -457,11 +458,16 @@ func TestExactKernels(t *testing.T) {
 	nan := []float64{0}
 	exactSum64(nan, [][]float64{{math.Inf(1)}, {math.Inf(-1)}})
 	require.Equal(t, math.Float64bits(nanF64), math.Float64bits(nan[0]))
+	// Five elements: four for the vector code, one for the scalar.
 	negz := math.Copysign(0, -1)
-	z64, z32 := []float64{1}, []float32{1}
-	exactSum64(z64, [][]float64{{negz}, {negz}})
-	exactSum32(z32, [][]float32{{float32(negz)}, {float32(negz)}})
-	require.True(t, math.Signbit(z64[0]) && math.Signbit(float64(z32[0])), "-0 + -0 is -0")
+	nz64 := []float64{negz, negz, negz, negz, negz}
+	nz32 := []float32{float32(negz), float32(negz), float32(negz), float32(negz), float32(negz)}
+	z64, z32 := make([]float64, 5), make([]float32, 5)
+	exactSum64(z64, [][]float64{nz64, nz64})
+	exactSum32(z32, [][]float32{nz32, nz32})
+	for i := range z64 {
+		require.True(t, math.Signbit(z64[i]) && math.Signbit(float64(z32[i])), "-0 + -0 is -0 (element %d)", i)
+	}
 	// A float32 sum whose float64 rounding is a float32 tie: only
 	// rounding to odd first gets it right.
 	tie := []float32{0}
@@ -469,31 +475,37 @@ func TestExactKernels(t *testing.T) {
 	require.Equal(t, float32(1+0x1p-23), tie[0])
 }
 
-// TestExactSum32Vector: the vector path of the float32 exact sum agrees
-// with math/big on vectors of every length, with zeros of both signs,
+// TestExactSumVector: the vector paths of the exact sums agree with
+// math/big on vectors of every length, with zeros of both signs,
 // infinities, NaNs, subnormals, float32 ties and values far apart mixed in.
-func TestExactSum32Vector(t *testing.T) {
+func TestExactSumVector(t *testing.T) {
+	t.Run("float32", func(t *testing.T) { exactVectorCase[float32](t, exactSum32, 125) })
+	t.Run("float64", func(t *testing.T) { exactVectorCase[float64](t, exactSum64, 1000) })
+}
+
+func exactVectorCase[F float32 | float64](t *testing.T, sum func(dst []F, srcs [][]F), spread int) {
 	rng := rand.New(rand.NewPCG(4, 4))
-	odd := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
-		math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32, 1, 0x1p-24, 0x1p-60, 0x1p100}
+	odd := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(),
+		math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32, 1, 0x1p-24, 0x1p-60, 0x1p100,
+		math.SmallestNonzeroFloat64, math.MaxFloat64, 0x1p-53, 0x1p-106}
 	for range 400 {
 		n, count := 2+rng.IntN(7), rng.IntN(50)
-		srcs := make([][]float32, n)
+		srcs := make([][]F, n)
 		for r := range srcs {
-			srcs[r] = make([]float32, count)
+			srcs[r] = make([]F, count)
 			for i := range srcs[r] {
 				switch rng.IntN(6) {
 				case 0:
-					srcs[r][i] = odd[rng.IntN(len(odd))]
+					srcs[r][i] = F(odd[rng.IntN(len(odd))])
 				case 1:
-					srcs[r][i] = float32(math.Ldexp(rng.NormFloat64(), rng.IntN(250)-125))
+					srcs[r][i] = F(math.Ldexp(rng.NormFloat64(), rng.IntN(2*spread)-spread))
 				default:
-					srcs[r][i] = float32(math.Ldexp(rng.NormFloat64(), rng.IntN(20)-10))
+					srcs[r][i] = F(math.Ldexp(rng.NormFloat64(), rng.IntN(20)-10))
 				}
 			}
 		}
-		got := make([]float32, count)
-		exactSum32(got, srcs)
+		got := make([]F, count)
+		sum(got, srcs)
 		for i := range got {
 			vs := make([]float64, n)
 			nan, pinf, ninf := false, false, false
@@ -504,18 +516,27 @@ func TestExactSum32Vector(t *testing.T) {
 				pinf = pinf || math.IsInf(v, 1)
 				ninf = ninf || math.IsInf(v, -1)
 			}
-			var want float32
+			var want float64
 			switch {
 			case nan || pinf && ninf:
-				want = nanF32
+				want = nanF64
 			case pinf:
-				want = float32(math.Inf(1))
+				want = math.Inf(1)
 			case ninf:
-				want = float32(math.Inf(-1))
+				want = math.Inf(-1)
 			default:
-				_, want = bigSum(vs)
+				w64, w32 := bigSum(vs)
+				want = w64
+				if unsafe.Sizeof(got[0]) == 4 {
+					want = float64(w32)
+				}
 			}
-			require.Equal(t, math.Float32bits(want), math.Float32bits(got[i]), "n=%d element %d of %d: %v", n, i, count, vs)
+			g := float64(got[i])
+			if want != want {
+				require.True(t, g != g, "n=%d element %d of %d: %v gave %v, want NaN", n, i, count, vs, g)
+				continue
+			}
+			require.Equal(t, math.Float64bits(want), math.Float64bits(g), "n=%d element %d of %d: %v", n, i, count, vs)
 		}
 	}
 }
