@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/rdmacell/rdmacell/collectives/exact"
 )
@@ -25,5 +26,13 @@ func AllReduceAcc(ctx context.Context, g *Group, accs []exact.Acc) error {
 		accs[i].Normalize()
 	}
 	w := exact.AsWords(accs)
-	return AllReduce(ctx, g, w, w, Sum)
+	if err := AllReduce(ctx, g, w, w, Sum); err != nil {
+		return err
+	}
+	for i := range accs {
+		if !accs[i].Valid() {
+			return fmt.Errorf("collectives: rank %d: AllReduceAcc: element %d merged into an accumulator no Add or Merge makes: a rank passed words that are not accumulators", g.rank, i)
+		}
+	}
+	return nil
 }

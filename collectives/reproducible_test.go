@@ -540,3 +540,20 @@ func exactVectorCase[F float32 | float64](t *testing.T, sum func(dst []F, srcs [
 		}
 	}
 }
+
+// TestAllReduceAccRejectsGarbage: words that no accumulator has, from one
+// rank, are an error on every rank, not a silently wrong sum.
+func TestAllReduceAccRejectsGarbage(t *testing.T) {
+	w := newWorld(t, 3, Options{})
+	ctx := testCtx(t)
+	for r, err := range w.run(func(r int, g *Group) error {
+		accs := make([]exact.Acc, 4)
+		accs[2].Add(1)
+		if r == 1 {
+			exact.AsWords(accs)[2*exact.Words+exact.Digits] = -7 // a negative count of NaNs
+		}
+		return AllReduceAcc(ctx, g, accs)
+	}) {
+		require.ErrorContains(t, err, "element 2", "rank %d", r)
+	}
+}

@@ -240,3 +240,26 @@ func BenchmarkFloat64(b *testing.B) {
 		_ = a.Float64()
 	}
 }
+
+// FuzzWords: an accumulator made of any words (received from a rank that
+// did not send accumulators, say) rounds without panicking, and Valid
+// rejects negative counts and loads beyond the bound.
+func FuzzWords(f *testing.F) {
+	f.Add([]byte{1, 2, 3}, int64(1))
+	f.Add(make([]byte, 8*Words), int64(-1))
+	f.Fuzz(func(t *testing.T, b []byte, load int64) {
+		var a [1]Acc
+		w := AsWords(a[:])
+		for i := 0; i+8 <= len(b) && i/8 < Words; i += 8 {
+			for j := range 8 {
+				w[i/8] |= int64(b[i+j]) << (8 * j)
+			}
+		}
+		w[Words-1] = load
+		_ = a[0].Float64()
+		_ = a[0].Float32()
+		if load < 0 || load > maxLoad {
+			require.False(t, a[0].Valid())
+		}
+	})
+}
