@@ -7,6 +7,47 @@
 // returns where it stopped: the end of the whole groups of four, or the
 // first group with a lane the fast path cannot settle.
 
+// TWOSUM adds x (Y2) to the sums s (Y0) and their errors to c (Y1),
+// TwoSum (Knuth) both times, marks in Y14 the lanes where the second was
+// inexact or not finite (Y15 is zero), and moves R10 to the next source.
+#define TWOSUM \
+	VADDPD Y2, Y0, Y3; \
+	VSUBPD Y0, Y3, Y4; \
+	VSUBPD Y4, Y3, Y5; \
+	VSUBPD Y5, Y0, Y5; \
+	VSUBPD Y4, Y2, Y6; \
+	VADDPD Y6, Y5, Y5; \
+	VMOVAPD Y3, Y0; \
+	VADDPD Y5, Y1, Y6; \
+	VSUBPD Y1, Y6, Y7; \
+	VSUBPD Y7, Y6, Y8; \
+	VSUBPD Y8, Y1, Y8; \
+	VSUBPD Y7, Y5, Y9; \
+	VADDPD Y9, Y8, Y8; \
+	VCMPPD $4, Y15, Y8, Y8; \
+	VORPD Y8, Y14, Y14; \
+	VMOVAPD Y6, Y1; \
+	ADDQ $24, R10
+
+// EXACT_ARGS loads the arguments: dst in DI, the end of its groups of four
+// in CX, srcs in R8 and R9, from in AX; and zero in Y15.
+#define EXACT_ARGS \
+	MOVQ dst_base+0(FP), DI; \
+	MOVQ dst_len+8(FP), CX; \
+	ANDQ $-4, CX; \
+	MOVQ srcs_base+24(FP), R8; \
+	MOVQ srcs_len+32(FP), R9; \
+	MOVQ from+48(FP), AX; \
+	VXORPD Y15, Y15, Y15
+
+// EXACT_RANKS starts a group's sums: c (Y1) zero, R10 at srcs[1] and R11
+// at the end of srcs, 24 bytes a slice.
+#define EXACT_RANKS \
+	VXORPD Y1, Y1, Y1; \
+	MOVQ $24, R10; \
+	MOVQ R9, R11; \
+	IMULQ $24, R11
+
 DATA exactOne<>+0(SB)/8, $1
 GLOBL exactOne<>(SB), RODATA|NOPTR, $8
 DATA exactAbs<>+0(SB)/8, $0x7fffffffffffffff
@@ -16,13 +57,7 @@ GLOBL exactMax32<>(SB), RODATA|NOPTR, $8
 
 // func exactSum32AVX2(dst []float32, srcs [][]float32, from int) int
 TEXT ·exactSum32AVX2(SB), NOSPLIT, $0-64
-	MOVQ dst_base+0(FP), DI
-	MOVQ dst_len+8(FP), CX
-	ANDQ $-4, CX
-	MOVQ srcs_base+24(FP), R8
-	MOVQ srcs_len+32(FP), R9
-	MOVQ from+48(FP), AX
-	VXORPD Y15, Y15, Y15
+	EXACT_ARGS
 	VPBROADCASTQ exactOne<>(SB), Y13
 	VBROADCASTSD exactAbs<>(SB), Y12
 	VBROADCASTSD exactMax32<>(SB), Y11
@@ -33,33 +68,14 @@ group:
 	VXORPD Y14, Y14, Y14        // bad lanes
 	MOVQ 0(R8), SI
 	VCVTPS2PD (SI)(AX*4), Y0    // s
-	VXORPD Y1, Y1, Y1           // c
-	MOVQ $24, R10               // offset of srcs[1]
-	MOVQ R9, R11
-	IMULQ $24, R11              // end of srcs
+	EXACT_RANKS
 
 rank:
 	CMPQ R10, R11
 	JAE  final
 	MOVQ (R8)(R10*1), SI
 	VCVTPS2PD (SI)(AX*4), Y2    // x
-	VADDPD Y2, Y0, Y3           // t = s + x
-	VSUBPD Y0, Y3, Y4           // bp = t - s
-	VSUBPD Y4, Y3, Y5           // t - bp
-	VSUBPD Y5, Y0, Y5           // s - (t - bp)
-	VSUBPD Y4, Y2, Y6           // x - bp
-	VADDPD Y6, Y5, Y5           // e
-	VMOVAPD Y3, Y0              // s = t
-	VADDPD Y5, Y1, Y6           // u = c + e
-	VSUBPD Y1, Y6, Y7           // bq = u - c
-	VSUBPD Y7, Y6, Y8           // u - bq
-	VSUBPD Y8, Y1, Y8           // c - (u - bq)
-	VSUBPD Y7, Y5, Y9           // e - bq
-	VADDPD Y9, Y8, Y8           // the error of c + e
-	VCMPPD $4, Y15, Y8, Y8      // != 0, or NaN
-	VORPD Y8, Y14, Y14
-	VMOVAPD Y6, Y1              // c = u
-	ADDQ $24, R10
+	TWOSUM
 	JMP  rank
 
 final:
@@ -102,13 +118,7 @@ GLOBL exactInf<>(SB), RODATA|NOPTR, $8
 //
 // func exactSum64AVX2(dst []float64, srcs [][]float64, from int) int
 TEXT ·exactSum64AVX2(SB), NOSPLIT, $0-64
-	MOVQ dst_base+0(FP), DI
-	MOVQ dst_len+8(FP), CX
-	ANDQ $-4, CX
-	MOVQ srcs_base+24(FP), R8
-	MOVQ srcs_len+32(FP), R9
-	MOVQ from+48(FP), AX
-	VXORPD Y15, Y15, Y15
+	EXACT_ARGS
 	VBROADCASTSD exactAbs<>(SB), Y12
 	VBROADCASTSD exactInf<>(SB), Y11
 
@@ -118,33 +128,14 @@ group64:
 	VXORPD Y14, Y14, Y14        // bad lanes
 	MOVQ 0(R8), SI
 	VMOVUPD (SI)(AX*8), Y0      // s
-	VXORPD Y1, Y1, Y1           // c
-	MOVQ $24, R10
-	MOVQ R9, R11
-	IMULQ $24, R11
+	EXACT_RANKS
 
 rank64:
 	CMPQ R10, R11
 	JAE  final64
 	MOVQ (R8)(R10*1), SI
 	VMOVUPD (SI)(AX*8), Y2      // x
-	VADDPD Y2, Y0, Y3           // t = s + x
-	VSUBPD Y0, Y3, Y4           // bp = t - s
-	VSUBPD Y4, Y3, Y5           // t - bp
-	VSUBPD Y5, Y0, Y5           // s - (t - bp)
-	VSUBPD Y4, Y2, Y6           // x - bp
-	VADDPD Y6, Y5, Y5           // e
-	VMOVAPD Y3, Y0              // s = t
-	VADDPD Y5, Y1, Y6           // u = c + e
-	VSUBPD Y1, Y6, Y7           // bq = u - c
-	VSUBPD Y7, Y6, Y8           // u - bq
-	VSUBPD Y8, Y1, Y8           // c - (u - bq)
-	VSUBPD Y7, Y5, Y9           // e - bq
-	VADDPD Y9, Y8, Y8           // the error of c + e
-	VCMPPD $4, Y15, Y8, Y8      // != 0, or NaN
-	VORPD Y8, Y14, Y14
-	VMOVAPD Y6, Y1              // c = u
-	ADDQ $24, R10
+	TWOSUM
 	JMP  rank64
 
 final64:

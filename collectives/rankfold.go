@@ -171,21 +171,25 @@ func fold16(dst []uint16, srcs [][]uint16, bf bool, op Op) {
 // because float64 has more than 24+1 bits. Elements where the errors did
 // not sum exactly, or that are not finite or overflow float32, go through
 // an exact.Acc; with float32 inputs that takes values about 2^80 apart.
-func exactSum32(dst []float32, srcs [][]float32) {
+func exactSum32(dst []float32, srcs [][]float32) { exactSum(dst, srcs, exactVec32, exactOne32) }
+
+// exactSum runs the vector path (if any) on the whole groups of four
+// elements, and one on the elements it leaves and the rest.
+func exactSum[F float32 | float64](dst []F, srcs [][]F, vec func([]F, [][]F, int) int, one func([][]F, int) F) {
 	i := 0
-	if exactVec32 != nil && len(srcs) > 1 {
+	if vec != nil && len(srcs) > 1 {
 		for end := len(dst) &^ 3; i < end; {
-			if i = exactVec32(dst, srcs, i); i < end {
+			if i = vec(dst, srcs, i); i < end {
 				// A group the vector code left: element by element.
 				for j := i; j < i+4; j++ {
-					dst[j] = exactOne32(srcs, j)
+					dst[j] = one(srcs, j)
 				}
 				i += 4
 			}
 		}
 	}
 	for ; i < len(dst); i++ {
-		dst[i] = exactOne32(srcs, i)
+		dst[i] = one(srcs, i)
 	}
 }
 
@@ -276,22 +280,7 @@ func twoSumStep(s, c, bad, x float64) (float64, float64, float64) {
 // float64 additions are inexact about half the time, at random, so the
 // scalar loop (exactOne64) has no branch on it; the vector one works on
 // four elements at once where the CPU can.
-func exactSum64(dst []float64, srcs [][]float64) {
-	i := 0
-	if exactVec64 != nil && len(srcs) > 1 {
-		for end := len(dst) &^ 3; i < end; {
-			if i = exactVec64(dst, srcs, i); i < end {
-				for j := i; j < i+4; j++ {
-					dst[j] = exactOne64(srcs, j)
-				}
-				i += 4
-			}
-		}
-	}
-	for ; i < len(dst); i++ {
-		dst[i] = exactOne64(srcs, i)
-	}
-}
+func exactSum64(dst []float64, srcs [][]float64) { exactSum(dst, srcs, exactVec64, exactOne64) }
 
 // exactVec64 is exactVec32 for exactSum64.
 var exactVec64 func(dst []float64, srcs [][]float64, from int) int
