@@ -22,11 +22,12 @@ import (
 //     rounded sum of the n values (Avg then divides it once, rounding
 //     again).
 //
-// A NaN result is the NaN with all bits set, as in the default mode.
+// A NaN result is the NaN with all bits set, as in the default mode, but
+// for a plain fold over one rank, which returns its input as it is.
 
 // rankFold is the fold's scratch, kept by the group's run.
 type rankFold struct {
-	srcs []([]byte)
+	srcs [][]byte
 	f32  [][]float32
 	f64  [][]float64
 	u16  [][]uint16
