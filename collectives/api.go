@@ -282,12 +282,14 @@ func newOpFor[T Element](ctx context.Context, g *Group, k kind, send, recv []byt
 	o.dt = dtypeOf[T]()
 	o.send, o.recv, o.count = send, recv, count
 	o.algo = choose(k, g.algo, g.size, bytes)
+	o.mode = modeDefault
 	return o
 }
 
 func (o *operation) setOp(op Op) {
 	o.rop = op
 	o.red = &reducers[o.dt][op]
+	o.mode = opMode(o.group.mode, o.dt, op)
 }
 
 func allReduceOp[T Element](ctx context.Context, g *Group, send, recv []T, op Op) (*operation, error) {

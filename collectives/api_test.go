@@ -321,8 +321,13 @@ func TestNoAllocations(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	const n = 4
-	for _, algo := range []Algorithm{Ring, RecursiveDoubling, HalvingDoubling, Shared} {
-		t.Run(algo.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		algo Algorithm
+		m    mode
+	}{{Ring, 0}, {RecursiveDoubling, 0}, {HalvingDoubling, 0}, {Shared, 0},
+		{Ring, modeReproducible}, {Shared, modeReproducible}, {HalvingDoubling, modeExact}, {Shared, modeExact}} {
+		algo := c.algo
+		t.Run(algo.String()+"/"+c.m.String(), func(t *testing.T) {
 			call := func(ctx context.Context, g *Group, buf []float32) error {
 				if algo == Ring { // the ring goes through the queue
 					q, err := IAllReduce(ctx, g, buf, buf, Avg)
@@ -333,7 +338,7 @@ func TestNoAllocations(t *testing.T) {
 				}
 				return AllReduce(ctx, g, buf, buf, Avg)
 			}
-			w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: 4 << 10})
+			w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: 4 << 10, Reproducible: c.m == modeReproducible, Exact: c.m == modeExact})
 			ctx := context.Background()
 			start, done := make([]chan struct{}, n), make(chan error, n)
 			bufs := make([][]float32, n)

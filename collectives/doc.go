@@ -97,4 +97,31 @@
 // purego build tag. The 16-bit floats are widened to float32, combined,
 // and rounded back to nearest even at each step. Every op is commutative
 // bit for bit, so all ranks of an AllReduce end with identical bits.
+//
+// # Reproducible and exact reductions
+//
+// Floating-point addition is not associative, and each algorithm adds in
+// its own order, so by default a reduction's last bits depend on the
+// algorithm, hence on the transport, the message size and the chunk
+// size. Options.Reproducible (or RDMACELL_REPRODUCIBLE=1) removes that:
+// every element is combined at one rank, in rank order, (((x0 op x1) op
+// x2) …), so the result depends only on the world size, the rank order
+// and the inputs (reproducible.go says exactly what is guaranteed and
+// how). The 16-bit floats are then accumulated in float32 over all the
+// ranks and rounded once. The cost is small: the reduce-scatter becomes a
+// direct one, with the same bytes on the wire as the ring's (see
+// bench/RESULTS.md).
+//
+// Options.Exact goes further for float32 and float64 Sum and Avg: the
+// result is the correctly rounded sum of the ranks' values, whatever
+// their order (Avg divides it once more). Other reductions run as in
+// reproducible mode; the 16-bit floats too (in float32). Nothing more
+// moves on the wire; the owner of each element sums its n values with
+// error-free transformations, and the rare element they cannot settle
+// (values about 2^80 apart for float32) with an exact accumulator
+// (package exact). To make a sum independent of how its terms are split
+// between ranks, as data-parallel training on 1 or 8 ranks with the same
+// global batch needs, each rank sums its terms into exact.Acc values and
+// AllReduceAcc merges them exactly (576 bytes per element on the wire);
+// examples/train does that with --exact.
 package collectives

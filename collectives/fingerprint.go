@@ -23,6 +23,7 @@ type fingerprint struct {
 	dt    dtype
 	op    Op
 	algo  Algorithm
+	mode  mode // of a reduction; shares the op's byte
 }
 
 const fpSize = 32
@@ -33,7 +34,7 @@ func (f *fingerprint) put(b []byte) {
 	binary.LittleEndian.PutUint64(b[8:], f.count)
 	binary.LittleEndian.PutUint64(b[16:], f.vhash)
 	binary.LittleEndian.PutUint32(b[24:], f.chunk)
-	b[28], b[29], b[30], b[31] = byte(f.kind), byte(f.dt), byte(f.op), byte(f.algo)
+	b[28], b[29], b[30], b[31] = byte(f.kind), byte(f.dt), byte(f.op)|byte(f.mode)<<4, byte(f.algo)
 }
 
 func getFingerprint(b []byte) fingerprint {
@@ -43,7 +44,7 @@ func getFingerprint(b []byte) fingerprint {
 		count: binary.LittleEndian.Uint64(b[8:]),
 		vhash: binary.LittleEndian.Uint64(b[16:]),
 		chunk: binary.LittleEndian.Uint32(b[24:]),
-		kind:  kind(b[28]), dt: dtype(b[29]), op: Op(b[30]), algo: Algorithm(b[31]),
+		kind:  kind(b[28]), dt: dtype(b[29]), op: Op(b[30] & 15), algo: Algorithm(b[31]), mode: mode(b[30] >> 4),
 	}
 }
 
@@ -88,6 +89,9 @@ func (f fingerprint) String() string {
 	}
 	if f.kind.reduces() {
 		parts = append(parts, f.op.String())
+		if f.mode != modeDefault {
+			parts = append(parts, f.mode.String())
+		}
 	}
 	if f.kind.rooted() {
 		parts = append(parts, fmt.Sprintf("root %d", f.root))

@@ -15,8 +15,9 @@ import (
 const EnvAlgorithm = "RDMACELL_ALGO"
 
 // OptionsFromEnv returns the Options the launcher's environment asks for:
-// Algorithm from RDMACELL_ALGO when it is set. A value that names no
-// algorithm is an error naming the variable.
+// Algorithm from RDMACELL_ALGO and Reproducible from RDMACELL_REPRODUCIBLE,
+// when they are set. A value that cannot be used is an error naming the
+// variable.
 func OptionsFromEnv() (Options, error) {
 	var o Options
 	if v, ok := os.LookupEnv(EnvAlgorithm); ok {
@@ -26,6 +27,11 @@ func OptionsFromEnv() (Options, error) {
 		}
 		o.Algorithm = a
 	}
+	repro, err := reproducibleFromEnv()
+	if err != nil {
+		return Options{}, fmt.Errorf("collectives: %w", err)
+	}
+	o.Reproducible = repro
 	return o, nil
 }
 
@@ -59,6 +65,20 @@ type Options struct {
 	// those that receive a wrong message report it, and the others wait
 	// until their context ends.
 	SkipVerify bool
+	// Reproducible makes every reduction (AllReduce, ReduceScatter,
+	// Reduce and their non-blocking forms) combine each element in one
+	// fixed order, rank 0's value first, then rank 1's and so on, so
+	// that its bits depend only on the world size and the inputs, not
+	// on the algorithm, transport, message size, chunk size or number
+	// of paths (see reproducible.go). The RDMACELL_REPRODUCIBLE
+	// environment variable turns it on too.
+	Reproducible bool
+	// Exact makes float32 and float64 Sum and Avg the correctly rounded
+	// sum of the ranks' values, whatever their order (Avg then divides
+	// it once); it implies Reproducible for the other reductions. See
+	// package exact, and AllReduceAcc for sums independent of how the
+	// data is split between ranks.
+	Exact bool
 }
 
 // pipelineSlots is how many chunk receives a pipeline keeps posted ahead
@@ -80,6 +100,7 @@ type Group struct {
 	algo       Algorithm
 	chunk      int
 	verify     bool
+	mode       mode
 
 	mu     sync.Mutex
 	seq    uint64
@@ -126,7 +147,7 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 		chunk = DefaultChunkBytes
 	}
 	g := &Group{
-		p: p, rank: rank, size: size, algo: algo, chunk: chunk, verify: !opts.SkipVerify,
+		p: p, rank: rank, size: size, algo: algo, chunk: chunk, verify: !opts.SkipVerify, mode: groupMode(opts),
 		wake: make(chan struct{}, 1), exited: make(chan struct{}),
 	}
 	g.sc.p = p

@@ -110,9 +110,12 @@ func planHierarchy(g *Group) *hierarchy {
 	return h
 }
 
-// hierarchical reports whether op runs hierarchically on g.
+// hierarchical reports whether op runs hierarchically on g. Reductions
+// of the reproducible modes fold at one owner whatever the layout, and
+// so do not.
 func (g *Group) hierarchical(op *operation) bool {
-	return g.hier != nil && op.kind.implements(Hierarchical) && (g.algo == Auto || g.algo == Hierarchical)
+	return g.hier != nil && op.kind.implements(Hierarchical) && (g.algo == Auto || g.algo == Hierarchical) &&
+		op.mode == modeDefault
 }
 
 // phases makes the phase groups on first use.

@@ -16,9 +16,9 @@ func newWorldHosts(t testing.TB, hosts []string, opts Options) *world {
 	return newWorldMem(t, memp2p.New(len(hosts)).Hosts(hosts...), func(int) Options { return opts })
 }
 
-// layout spreads perHost ranks on each of hosts hosts, the ranks of a host
+// hostLayout spreads perHost ranks on each of hosts hosts, the ranks of a host
 // either next to each other or dealt out round the hosts.
-func layout(hosts, perHost int, dealt bool) []string {
+func hostLayout(hosts, perHost int, dealt bool) []string {
 	names := make([]string, hosts*perHost)
 	for r := range names {
 		h := r / perHost
@@ -40,7 +40,7 @@ func TestHierarchical(t *testing.T) {
 		hosts, per int
 		dealt      bool
 	}{{2, 2, false}, {2, 2, true}, {3, 2, false}, {2, 3, true}, {4, 2, false}, {2, 4, false}} {
-		hosts := layout(c.hosts, c.per, c.dealt)
+		hosts := hostLayout(c.hosts, c.per, c.dealt)
 		t.Run(strings.Join(hosts, ","), func(t *testing.T) {
 			t.Parallel()
 			w := newWorldHosts(t, hosts, Options{ChunkBytes: smallChunk})
@@ -81,14 +81,14 @@ func TestHierarchicalOnlyWhereItFits(t *testing.T) {
 		opts  Options
 		hier  bool
 	}{
-		{"hierarchical", layout(2, 2, false), Options{}, true},
-		{"forced hierarchical", layout(2, 2, false), Options{Algorithm: Hierarchical}, true},
-		{"one rank per host", layout(4, 1, false), Options{}, false},
+		{"hierarchical", hostLayout(2, 2, false), Options{}, true},
+		{"forced hierarchical", hostLayout(2, 2, false), Options{Algorithm: Hierarchical}, true},
+		{"one rank per host", hostLayout(4, 1, false), Options{}, false},
 		{"uneven hosts", []string{"a", "a", "a", "b"}, Options{}, false},
-		{"one host", layout(1, 4, false), Options{}, false},
-		{"forced ring", layout(2, 2, false), Options{Algorithm: Ring}, false},
-		{"forced tree", layout(2, 2, false), Options{Algorithm: Tree}, false},
-		{"forced hierarchical, one host", layout(1, 4, false), Options{Algorithm: Hierarchical}, false},
+		{"one host", hostLayout(1, 4, false), Options{}, false},
+		{"forced ring", hostLayout(2, 2, false), Options{Algorithm: Ring}, false},
+		{"forced tree", hostLayout(2, 2, false), Options{Algorithm: Tree}, false},
+		{"forced hierarchical, one host", hostLayout(1, 4, false), Options{Algorithm: Hierarchical}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorldHosts(t, c.hosts, c.opts)
@@ -103,7 +103,7 @@ func TestHierarchicalOnlyWhereItFits(t *testing.T) {
 
 // The phases' failures name the rank of the group that failed them.
 func TestHierarchicalNamesTheRank(t *testing.T) {
-	w := newWorldHosts(t, layout(2, 2, false), Options{})
+	w := newWorldHosts(t, hostLayout(2, 2, false), Options{})
 	suiteOf("float64").allReduce(t, w, 10, Sum, false)
 	var oe *OpError
 	err := (&run{g: w.groups[0], op: &operation{kind: kAllReduce}}).phaseErr(w.groups[0].hier.cross, "phase across hosts",

@@ -15,6 +15,7 @@ type operation struct {
 	kind  kind
 	dt    dtype
 	rop   Op
+	mode  mode // of a reduction: how it combines
 	red   *reducer
 	algo  Algorithm
 	root  int

@@ -24,6 +24,7 @@ type run struct {
 	// ranks' streams (the fingerprint exchange found a disagreement and
 	// every rank saw it), so the group stays usable.
 	aligned bool
+	rf      rankFold
 }
 
 // pending is a send whose completion is waited for later.
@@ -56,9 +57,9 @@ func (x *run) begin(op *operation) {
 	x.cb = max(x.g.chunk/x.esize, 1) * x.esize
 	x.fp = fingerprint{
 		seq: uint32(op.seq), root: int32(op.root), count: uint64(op.count),
-		kind: op.kind, dt: op.dt, op: op.rop, algo: op.algo,
+		kind: op.kind, dt: op.dt, op: op.rop, algo: op.algo, mode: op.mode,
 	}
-	if op.algo == Ring || op.algo == Chain {
+	if op.algo == Ring || op.algo == Chain || op.mode != modeDefault && op.algo != Shared {
 		// Only the pipelines' message counts depend on the chunk size.
 		x.fp.chunk = uint32(x.g.chunk)
 	}
@@ -101,6 +102,9 @@ func (x *run) exec() error {
 		if err := x.verify(); err != nil {
 			return err
 		}
+	}
+	if op.mode != modeDefault {
+		return x.reproExec()
 	}
 	if op.algo == Hierarchical {
 		return x.hierExec()
@@ -161,7 +165,13 @@ func (x *run) local() {
 	op := x.op
 	switch op.kind {
 	case kBarrier:
-	case kReduceScatter:
+	case kAllReduce, kReduce, kReduceScatter:
+		if op.mode != modeDefault {
+			// The fold of one value, so that a NaN is the one any
+			// world size gives.
+			x.foldRanks(op.recv, func(int) []byte { return op.send })
+			return
+		}
 		copyUnlessSame(op.recv, op.send[:len(op.recv)])
 	default:
 		copyUnlessSame(op.recv, op.send)

@@ -94,6 +94,10 @@ func (x *run) shCombineInline(dst []byte) {
 
 // combineRanks reduces every rank's src into dst, in rank order.
 func (x *run) combineRanks(dst []byte, src func(r int) []byte) {
+	if x.op.mode != modeDefault {
+		x.foldRanks(dst, src)
+		return
+	}
 	x.combine(dst, src(0), src(1))
 	for r := 2; r < x.g.size; r++ {
 		x.combine(dst, dst, src(r))

@@ -7,7 +7,9 @@ import (
 
 // Float16 is an IEEE 754 binary16 number stored in its 16 bits. Reductions
 // convert each element to float32, combine, and round the result back to
-// nearest even, so a sum of many elements rounds once per combining step.
+// nearest even, so a sum of many elements rounds once per combining step;
+// in the reproducible and exact modes (Options.Reproducible) they
+// accumulate every rank's value in float32 and round once.
 type Float16 uint16
 
 // BFloat16 is a bfloat16 number (the upper half of a float32) stored in

@@ -65,6 +65,8 @@ func parse(args []string) (bench.Config, error) {
 	fs.IntVar(&cfg.Reps, "reps", 5, "`N` timed repetitions; rows show their median")
 	fs.DurationVar(&cfg.RepTime, "rep-time", 0, "raise -n per size so a repetition lasts about `D` (e.g. 40ms)")
 	fs.StringVar(&algo, "algo", "", "force the collective `ALGORITHM`: ring, recursive-doubling, halving-doubling, pairwise, chain, tree, shared, hierarchical")
+	fs.BoolVar(&cfg.Reproducible, "reproducible", false, "reduce every element in rank order (the same bits whatever the algorithm and transport)")
+	fs.BoolVar(&cfg.Exact, "exact", false, "correctly rounded float sums")
 	fs.StringVar(&chunk, "chunk", "0", "pipelining unit `SIZE` of the ring, chain and shared algorithms (0: the library's)")
 	fs.StringVar(&cfg.Policy, "policy", "", "path scheduling `POLICY`: adaptive, ecmp or spray")
 	fs.IntVar(&cfg.Paths, "paths", 0, "`N` paths (QPs) per peer")

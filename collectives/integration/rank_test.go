@@ -108,6 +108,7 @@ func runChecks(k *checker, c *comm.Comm) error {
 		checkBarrier,
 		checkInFlight,
 		checkMismatch,
+		func(k *checker) error { return checkReproducible(k, c.P2P()) },
 	} {
 		if err := check(k); err != nil {
 			return err

@@ -9,6 +9,16 @@
 // Run it with the launcher, which starts the ranks and the rendezvous:
 //
 //	go run ./launcher/cellrun -n 4 ./examples/train
+//
+// Floating-point addition is not associative, so by default the weights'
+// last bits depend on how the gradients were reduced: over shared memory
+// or tcp, on 2 ranks or 4. --reproducible reduces every element in rank
+// order (collectives.Options.Reproducible): the same hash over any
+// transport for a given number of ranks. --exact sums every gradient
+// exactly over the global batch and rounds it once (package
+// collectives/exact, collectives.AllReduceAcc): the same hash on any
+// number of ranks for the same global batch, e.g. -n 1 -batch 64 and
+// -n 4 -batch 16.
 package main
 
 import (
@@ -30,6 +40,7 @@ type config struct {
 	lr                             float64
 	seed                           uint64
 	timeout                        time.Duration
+	reproducible, exact            bool
 }
 
 func main() {
@@ -41,6 +52,8 @@ func main() {
 	flag.Float64Var(&cfg.lr, "lr", 0.1, "SGD learning rate")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the dataset and the initial weights")
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "give up after this long")
+	flag.BoolVar(&cfg.reproducible, "reproducible", false, "reduce in a fixed order: the same weights whatever the transport or algorithm")
+	flag.BoolVar(&cfg.exact, "exact", false, "sum gradients exactly: the same weights on any number of ranks for the same global batch (-batch × ranks)")
 	flag.Parse()
 
 	// Cancelling on a signal lets every pending collective return an
@@ -72,6 +85,8 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
+	gopts.Reproducible = gopts.Reproducible || cfg.reproducible
+	gopts.Exact = cfg.exact
 	g, err := collectives.New(c.P2P(), gopts)
 	if err != nil {
 		return err
@@ -98,6 +113,10 @@ func train(ctx context.Context, cfg config, g *collectives.Group) error {
 		return fmt.Errorf("broadcast initial weights: %w", err)
 	}
 	sync := newGradSync(g, model, cfg.bucket)
+	var exactSync *exactGrads
+	if cfg.exact {
+		exactSync = newExactGrads(model)
+	}
 
 	global := cfg.batch * size
 	steps := data.len() / global
@@ -121,7 +140,20 @@ func train(ctx context.Context, cfg config, g *collectives.Group) error {
 				copy(x[i*data.dim:], data.row(s))
 				y[i] = data.Y[s]
 			}
-			loss, dy := model.lossAndGrad(x, y)
+			if exactSync != nil {
+				// Each sample's share of the global mean, summed exactly.
+				loss, dy := model.lossAndGrad(x, y, global)
+				total += loss
+				for l := len(model.layers) - 1; l >= 0; l-- {
+					dy = model.layers[l].backward(dy, cfg.batch)
+				}
+				if err := exactSync.sync(ctx, g, model); err != nil {
+					return err
+				}
+				model.step(float32(cfg.lr))
+				continue
+			}
+			loss, dy := model.lossAndGrad(x, y, cfg.batch)
 			total += loss
 
 			// Backward, last layer first; each bucket starts averaging

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rdmacell/rdmacell/comm"
 	"github.com/rdmacell/rdmacell/internal/launchtest"
 )
 
@@ -48,4 +49,39 @@ func checkTraining(t *testing.T, stdout, out string, ranks int) {
 		require.Less(t, losses[i], losses[i-1], "loss must fall every epoch: %v", losses)
 	}
 	require.Contains(t, stdout, fmt.Sprintf("[0] weights identical on all %d ranks", ranks), out)
+}
+
+var hashLine = regexp.MustCompile(`(?m)^\[0\] weights identical on all (\d+) ranks \(hash (0x[0-9a-f]+)\)$`)
+
+// finalHash runs the example on procs ranks over transport and returns the
+// hash of the weights every rank ended with.
+func finalHash(t *testing.T, procs int, transport comm.Transport, args ...string) string {
+	t.Helper()
+	args = append([]string{"-epochs", "2", "-samples", "1024", "-timeout", "90s"}, args...)
+	stdout, out := launchtest.Run(t, procs, transport, args...)
+	m := hashLine.FindStringSubmatch(stdout)
+	require.NotNil(t, m, out)
+	require.Equal(t, strconv.Itoa(procs), m[1], out)
+	return m[2]
+}
+
+// TestTrainExactAcrossWorldSizes: with --exact, training with the same
+// global batch on 1, 2 and 4 ranks ends with the same weights.
+func TestTrainExactAcrossWorldSizes(t *testing.T) {
+	const global = 64
+	var hashes []string
+	for _, n := range []int{1, 2, 4} {
+		hashes = append(hashes, finalHash(t, n, "", "-exact", "-batch", strconv.Itoa(global/n)))
+	}
+	require.Equal(t, hashes[0], hashes[1], "1 and 2 ranks")
+	require.Equal(t, hashes[0], hashes[2], "1 and 4 ranks")
+}
+
+// TestTrainReproducibleAcrossTransports: with --reproducible, four ranks
+// end with the same weights over shared memory and over tcp, whose
+// reductions run different algorithms.
+func TestTrainReproducibleAcrossTransports(t *testing.T) {
+	shm := finalHash(t, 4, "shm", "-reproducible", "-batch", "16")
+	tcp := finalHash(t, 4, "tcp", "-reproducible", "-batch", "16")
+	require.Equal(t, shm, tcp)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/rdmacell/rdmacell/collectives/exact"
 )
 
 // layer is a fully connected layer y = W·x + b. Its weights and its
@@ -14,6 +16,9 @@ type layer struct {
 	w, b    []float32 // weights (out rows of in) and biases
 	gw, gb  []float32 // their gradients
 	relu    bool      // every layer but the last is followed by a ReLU
+	// With --exact, the exact sums the gradients are rounded from (see
+	// exactGrads); backward adds to them instead of to gw and gb.
+	aw, ab []exact.Acc
 
 	// Per batch: the layer's input and its output before the ReLU.
 	x, z []float32
@@ -88,8 +93,18 @@ func (l *layer) backward(dy []float32, rows int) []float32 {
 			if l.relu && l.z[r*l.out+o] <= 0 {
 				continue
 			}
+			w := l.w[o*l.in : (o+1)*l.in]
+			if l.aw != nil {
+				l.ab[o].AddFloat32(d)
+				acc := l.aw[o*l.in : (o+1)*l.in]
+				for i := range l.in {
+					acc[i].AddFloat32(d * xr[i])
+					dxr[i] += d * w[i]
+				}
+				continue
+			}
 			l.gb[o] += d
-			w, gw := l.w[o*l.in:(o+1)*l.in], l.gw[o*l.in:(o+1)*l.in]
+			gw := l.gw[o*l.in : (o+1)*l.in]
 			for i := range l.in {
 				gw[i] += d * xr[i]
 				dxr[i] += d * w[i]
@@ -100,8 +115,11 @@ func (l *layer) backward(dy []float32, rows int) []float32 {
 }
 
 // lossAndGrad runs the batch forward and returns its mean cross-entropy
-// loss and the gradient of that loss with respect to the logits.
-func (m *mlp) lossAndGrad(x []float32, y []int) (float64, []float32) {
+// loss and the gradient with respect to the logits of the loss summed
+// over the batch and divided by norm: the batch's mean loss when norm is
+// the batch size, the batch's share of the global batch's mean when norm
+// is the global batch size.
+func (m *mlp) lossAndGrad(x []float32, y []int, norm int) (float64, []float32) {
 	rows := len(y)
 	logits := x
 	for _, l := range m.layers {
@@ -124,9 +142,9 @@ func (m *mlp) lossAndGrad(x []float32, y []int) (float64, []float32) {
 			sum += e
 		}
 		for c := range dz {
-			dz[c] = float32(float64(dz[c]) / sum / float64(rows))
+			dz[c] = float32(float64(dz[c]) / sum / float64(norm))
 		}
-		dz[y[r]] -= 1 / float32(rows)
+		dz[y[r]] -= 1 / float32(norm)
 		loss += math.Log(sum) - float64(z[y[r]]-top)
 	}
 	return loss / float64(rows), dlogits

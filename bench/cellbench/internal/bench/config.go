@@ -35,6 +35,8 @@ type Config struct {
 	Algorithm collectives.Algorithm
 	// Chunk is the collectives' pipelining unit in bytes (0: theirs).
 	Chunk int
+	// Reproducible and Exact are the collectives' reduction modes.
+	Reproducible, Exact bool
 	// Policy and Paths override the launcher's path policy and number of
 	// paths per peer; empty and 0 keep them.
 	Policy string

@@ -62,6 +62,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 		gopts.Algorithm = cfg.Algorithm
 	}
 	gopts.ChunkBytes = cfg.Chunk
+	gopts.Reproducible = gopts.Reproducible || cfg.Reproducible
+	gopts.Exact = cfg.Exact
 	b.group, err = collectives.New(b.comm.P2P(), gopts)
 	if err != nil {
 		return fmt.Errorf("collective group: %w", err)
