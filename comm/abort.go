@@ -7,9 +7,11 @@ import (
 )
 
 // abort fails the job with this rank as the aborter: it tells every rank
-// it can reach (over the control streams, and through the bootstrap for
-// ranks those do not reach), waits a bounded time for the word to land,
-// then takes every link down and fails every operation.
+// through the bootstrap, then over the control streams those connected
+// hear it on first, waits a bounded time for the word to land, then takes
+// every link down and fails every operation. The bootstrap goes first so
+// that a rank that closes on hearing of the abort cannot be seen leaving
+// by a rank that has not heard yet (departed checks the bootstrap).
 func (w *world) abort(cause error) {
 	text := "aborted"
 	if cause != nil {
@@ -23,14 +25,6 @@ func (w *world) abort(cause error) {
 		return
 	}
 	w.log.Error("comm: aborting the job", "cause", text)
-	for _, p := range w.peers {
-		if !p.self {
-			p.mu.Lock()
-			p.queueAbortLocked([]byte(text))
-			p.mu.Unlock()
-			p.wake()
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), abortNotifyTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -39,6 +33,15 @@ func (w *world) abort(cause error) {
 			if !p.self {
 				wg.Go(func() { _ = w.job.Put(ctx, p.rank, abortKey, []byte(text)) })
 			}
+		}
+	}
+	wg.Wait()
+	for _, p := range w.peers {
+		if !p.self {
+			p.mu.Lock()
+			p.queueAbortLocked([]byte(text))
+			p.mu.Unlock()
+			p.wake()
 		}
 	}
 	for _, p := range w.peers {
@@ -52,7 +55,6 @@ func (w *world) abort(cause error) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	wg.Wait()
 	w.failAll(ae)
 }
 

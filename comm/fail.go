@@ -164,8 +164,16 @@ func (w *world) abortedBy(p *peer) *AbortError {
 	}
 	ae := p.abortPending
 	p.mu.Unlock()
-	if ae != nil || w.job == nil {
+	if ae != nil {
 		return ae
+	}
+	return w.abortPublished(p)
+}
+
+// abortPublished returns p's abort if the bootstrap has it already.
+func (w *world) abortPublished(p *peer) *AbortError {
+	if w.job == nil || p.self {
+		return nil
 	}
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -240,6 +248,17 @@ func (w *world) departed(err error) {
 		return
 	}
 	exited := isExited(err)
+	if exited {
+		// A rank may close because another aborted the job: an aborter
+		// publishes before it tells anyone, so its word is in the
+		// bootstrap ahead of any exit it caused.
+		for _, q := range w.peers {
+			if ae := w.abortPublished(q); ae != nil {
+				w.abortFrom(ae)
+				return
+			}
+		}
+	}
 	if exited {
 		// It closed its communicator: said by the bootstrap when no
 		// goodbye came first, as for a peer this rank never connected to.

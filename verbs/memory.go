@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmacell/rdmacell/internal/prefault"
 )
 
 // Memory is an allocation off the Go heap that can be registered as memory
@@ -49,7 +51,7 @@ func Alloc(n int) (*Memory, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("verbs: seal memory file: %w", err)
 	}
-	b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("verbs: map %d bytes: %w", size, err)
@@ -57,6 +59,11 @@ func Alloc(n int) (*Memory, error) {
 	// Best effort: shmem huge pages are often disabled; the mapping works
 	// either way.
 	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	if err := prefault.Pages(b, true); err != nil {
+		_ = unix.Munmap(b)
+		unix.Close(fd)
+		return nil, fmt.Errorf("verbs: alloc %d bytes: %w", size, err)
+	}
 	m := &Memory{b: b[:n:n], mapped: b, fd: fd}
 	allocs.Lock()
 	i := sort.Search(len(allocs.byAddr), func(i int) bool { return allocs.byAddr[i].Addr() > m.Addr() })

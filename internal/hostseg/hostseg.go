@@ -25,6 +25,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmacell/rdmacell/internal/prefault"
 )
 
 const sizeSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
@@ -94,8 +96,13 @@ func isNumber(s string) bool {
 }
 
 func mapFile(name string, f *os.File, size int) (*Segment, error) {
-	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hostseg: map %s: %w", name, err)
+	}
+	if err := prefault.Pages(b, true); err != nil {
+		_ = unix.Munmap(b)
 		f.Close()
 		return nil, fmt.Errorf("hostseg: map %s: %w", name, err)
 	}

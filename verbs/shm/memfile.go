@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmacell/rdmacell/internal/prefault"
 )
 
 // Control segments are anonymous memory files: nothing appears on a file
@@ -29,10 +31,15 @@ func createSegment(name string, size int) (fd int, b []byte, err error) {
 		unix.Close(fd)
 		return -1, nil, fmt.Errorf("shm: seal %s: %w", name, err)
 	}
-	b, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	b, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		unix.Close(fd)
 		return -1, nil, fmt.Errorf("shm: map %s: %w", name, err)
+	}
+	if err := prefault.Pages(b, true); err != nil {
+		_ = unix.Munmap(b)
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("shm: %s: %w", name, err)
 	}
 	return fd, b, nil
 }
@@ -55,8 +62,12 @@ func mapSegment(fd int, size int, prot int) ([]byte, error) {
 	if n < int64(size) {
 		return nil, fmt.Errorf("shm: segment is %d bytes, want at least %d", n, size)
 	}
-	b, err := unix.Mmap(fd, 0, size, prot, unix.MAP_SHARED|unix.MAP_POPULATE)
+	b, err := unix.Mmap(fd, 0, size, prot, unix.MAP_SHARED)
 	if err != nil {
+		return nil, fmt.Errorf("shm: map segment: %w", err)
+	}
+	if err := prefault.Pages(b, prot&unix.PROT_WRITE != 0); err != nil {
+		_ = unix.Munmap(b)
 		return nil, fmt.Errorf("shm: map segment: %w", err)
 	}
 	return b, nil
@@ -77,15 +88,17 @@ func mapMemory(fd int) ([]byte, error) {
 	if n <= 0 || n > 1<<46 {
 		return nil, fmt.Errorf("shm: memory file of %d bytes", n)
 	}
-	flags := unix.MAP_SHARED
-	if n <= populateMax {
-		flags |= unix.MAP_POPULATE
-	}
-	b, err := unix.Mmap(fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, flags)
+	b, err := unix.Mmap(fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("shm: map memory file of %d bytes: %w", n, err)
 	}
 	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	if n <= populateMax {
+		if err := prefault.Pages(b, true); err != nil {
+			_ = unix.Munmap(b)
+			return nil, fmt.Errorf("shm: map memory file of %d bytes: %w", n, err)
+		}
+	}
 	return b, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/bench/netlab"
+	"github.com/rdmacell/rdmacell/launcher"
 )
 
 // EtcdPort is where cellrun on host 0 serves the job's etcd to the other
@@ -105,11 +106,13 @@ func (j *Job) Run(ctx context.Context) error {
 		return err
 	}
 	etcd := net.JoinHostPort(j.Lab.HostAddr(0).String(), strconv.Itoa(EtcdPort))
+	// Every node joins node 0's etcd, over TLS, with the job's token.
+	token := launcher.NewToken()
 
 	errs := make([]error, hosts)
 	cmds := make([]*exec.Cmd, hosts)
 	for h := range hosts {
-		args := []string{"--nnodes", strconv.Itoa(hosts), "--node-rank", strconv.Itoa(h), "--job", id}
+		args := []string{"--nnodes", strconv.Itoa(hosts), "--node-rank", strconv.Itoa(h), "--job", id, "--join", token}
 		if h == 0 {
 			args = append(args, "--etcd-serve", etcd)
 		} else {
