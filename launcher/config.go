@@ -68,11 +68,14 @@ type Config struct {
 	// adaptive, ecmp or spray; Debug "1" or a comma-separated list of
 	// components; RendezvousTimeout bounds the ranks' rendezvous (and this
 	// cellrun's wait for the other nodes).
-	Transport         string
-	Paths             int
-	CellSize          int64
-	Policy            string
-	Debug             string
+	Transport string
+	Paths     int
+	CellSize  int64
+	Policy    string
+	Debug     string
+	// Reproducible makes every reduction of the ranks' collectives fold in
+	// rank order (RDMACELL_REPRODUCIBLE=1).
+	Reproducible      bool
 	RendezvousTimeout time.Duration
 
 	// LogDir, if set, also receives each rank's output in rank.N.log.

@@ -27,6 +27,7 @@ const (
 	EnvEtcdUser          = "RDMACELL_ETCD_USER"
 	EnvEtcdPassword      = "RDMACELL_ETCD_PASSWORD"
 	EnvSecret            = "RDMACELL_SECRET"
+	EnvReproducible      = "RDMACELL_REPRODUCIBLE"
 )
 
 // ownedVars are never inherited from cellrun's environment: a stale rank
@@ -78,6 +79,9 @@ func jobEnv(base []string, cfg *Config, acc access) []string {
 	}
 	if cfg.Debug != "" {
 		add(EnvDebug, cfg.Debug)
+	}
+	if cfg.Reproducible {
+		add(EnvReproducible, "1")
 	}
 	if cfg.RendezvousTimeout != 0 {
 		add(EnvRendezvousTimeout, cfg.RendezvousTimeout.String())

@@ -57,6 +57,7 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 	fs.StringVar(&cfg.Policy, "policy", "", "path scheduling `POLICY`: adaptive, ecmp or spray (sets RDMACELL_POLICY)")
 	fs.StringVar(&cfg.Debug, "debug", "", "debug logs, of cellrun and the ranks: alone for all, or =`COMPONENTS`, e.g. --debug=cell,bootstrap (sets RDMACELL_DEBUG)")
 	fs.Lookup("debug").NoOptDefVal = "1"
+	fs.BoolVar(&cfg.Reproducible, "reproducible", false, "reductions give the same bits whatever the algorithm, transport and layout (sets RDMACELL_REPRODUCIBLE=1)")
 	fs.DurationVar(&cfg.RendezvousTimeout, "rendezvous-timeout", 0,
 		"how long ranks (and nodes) wait for each other at start, e.g. 2m (sets RDMACELL_RENDEZVOUS_TIMEOUT)")
 	fs.StringVar(&cfg.LogDir, "log-dir", "", "also write each rank's output to `DIR`/rank.N.log")

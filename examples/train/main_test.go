@@ -84,4 +84,11 @@ func TestTrainReproducibleAcrossTransports(t *testing.T) {
 	shm := finalHash(t, 4, "shm", "-reproducible", "-batch", "16")
 	tcp := finalHash(t, 4, "tcp", "-reproducible", "-batch", "16")
 	require.Equal(t, shm, tcp)
+	// Two host names of two ranks: shared memory within, tcp across,
+	// where the collectives would otherwise run hierarchically.
+	stdout, out := launchtest.Hosts(t, ".", 2, []string{"RDMACELL_REPRODUCIBLE=1"},
+		"-epochs", "2", "-samples", "1024", "-timeout", "90s", "-batch", "16")
+	m := hashLine.FindStringSubmatch(stdout)
+	require.NotNil(t, m, out)
+	require.Equal(t, shm, m[2], "two host layouts")
 }
