@@ -13,10 +13,10 @@ import (
 // ranks on each. AllReduce: the ranks of a host combine through the memory
 // they share, the ranks with the same index on every host combine their
 // slice of the vector across hosts over messages, and each host then
-// gathers the slices through memory again. Across hosts every rank moves 1/L of the
-// vector (L ranks per host), so every rank's network paths carry data,
-// instead of the whole vector moving over cells between every pair of
-// neighbours as in a flat ring.
+// gathers the slices through memory again. Across hosts every rank moves
+// 1/L of the vector (L ranks per host), so every rank's network paths
+// carry data, instead of the whole vector moving over cells between every
+// pair of neighbours as in a flat ring.
 //
 // The host phase is an AllReduce rather than a reduce-scatter: through
 // shared memory the difference is one more pass over the vector in memory,
