@@ -78,7 +78,7 @@ func TestHelp(t *testing.T) {
 		n++
 		assert.Regexp(t, `(?m)^ +(-\w, )?--`+f.Name+`\b.*\S{3,}`, help, "flag --%s is listed with an explanation", f.Name)
 	})
-	assert.Equal(t, 24, n, "flags of cellrun")
+	assert.Equal(t, 25, n, "flags of cellrun")
 	assert.Contains(t, help, "Usage: cellrun [flags] PROGRAM [ARGS...]")
 	assert.Empty(t, p.stderr.all())
 }
@@ -87,7 +87,7 @@ func TestHelp(t *testing.T) {
 // everything after PROGRAM is the program's.
 func TestParseArgs(t *testing.T) {
 	cfg, err := ParseArgs([]string{"-n", "3", "--nnodes", "2", "--node-rank", "1", "--job", "j", "--etcd", "a:1, b:2",
-		"--cell-size", "1MiB", "--debug", "--no-prefix", "./train", "-n", "5", "--lr=0.1"})
+		"--cell-size", "1MiB", "--debug", "--no-prefix", "--reproducible", "./train", "-n", "5", "--lr=0.1"})
 	require.NoError(t, err)
 	assert.Equal(t, 3, cfg.ProcsPerNode)
 	assert.Equal(t, 2, cfg.Nodes)
@@ -96,6 +96,7 @@ func TestParseArgs(t *testing.T) {
 	assert.Equal(t, int64(1<<20), cfg.CellSize)
 	assert.Equal(t, "1", cfg.Debug, "--debug alone")
 	assert.True(t, cfg.NoPrefix)
+	assert.True(t, cfg.Reproducible)
 	assert.Equal(t, "./train", cfg.Program)
 	assert.Equal(t, []string{"-n", "5", "--lr=0.1"}, cfg.Args)
 	assert.Equal(t, DefaultGrace, cfg.Grace)
