@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -114,12 +115,7 @@ func (s *localStore) revokeLocked(id LeaseID) bool {
 	}
 	l.timer.Stop()
 	delete(s.leases, id)
-	keys := make([]string, 0, len(l.keys))
-	for k := range l.keys {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(l.keys)) {
 		s.deleteLocked(k)
 	}
 	s.notifyLocked()

@@ -55,22 +55,20 @@ const (
 // provider opens the device of one transport.
 type provider struct {
 	transport Transport
-	// sameHost says the provider reaches only ranks of this host.
-	sameHost bool
-	open     func(w *world) (verbs.Device, error)
+	open      func(w *world) (verbs.Device, error)
 }
 
 // providers are the transports a communicator can open, by device index.
 var providers = [numDevices]provider{
-	devShm: {transport: TransportShm, sameHost: true, open: openShm},
+	devShm: {transport: TransportShm, open: openShm},
 	devTCP: {transport: TransportTCP, open: openTCP},
 	devIBV: {transport: TransportIBV, open: openIBV},
 }
 
-func (d device) String() string { return string(providers[d].transport) }
-
 // device indexes providers.
 type device int
+
+func (d device) String() string { return string(providers[d].transport) }
 
 func openShm(w *world) (verbs.Device, error) {
 	return shm.Open(shm.Options{Host: w.host})
