@@ -87,7 +87,10 @@ func (w *world) dial(p *peer) {
 }
 
 // dialFailed fails p's operations: a peer that cannot be reached is
-// named, with the bootstrap's word on it when it left the job.
+// named, with the bootstrap's word on it when it left the job. A dial that
+// failed for a reason of its own (a peer that died while its QPs were
+// connecting, say) is a link failure: the bootstrap is asked why, as when
+// a connected link fails.
 func (w *world) dialFailed(p *peer, err error) {
 	if w.failure() != nil || errors.Is(err, ErrClosed) {
 		return // closing: nothing waits for the peer any more
@@ -99,7 +102,11 @@ func (w *world) dialFailed(p *peer, err error) {
 		// It closed its communicator without needing this rank.
 		err = fmt.Errorf("%w: %w", ErrPeerClosed, exited)
 	case !errors.As(err, &dead):
-		err = fmt.Errorf("connect over %s: %w", p.dev, err)
+		p.mu.Lock()
+		p.linkFailedLocked(fmt.Errorf("connect over %s: %w", p.dev, err))
+		p.mu.Unlock()
+		p.wake()
+		return
 	}
 	w.failPeer(p, &PeerError{Rank: p.rank, Host: p.host, PID: p.pid, Err: err}, false)
 }
