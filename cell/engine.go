@@ -56,6 +56,10 @@ type Stats struct {
 	// GiveUps counts paths given up; Readmissions paths reset and usable
 	// again.
 	GiveUps, Readmissions uint64
+	// Holds counts tailed ranges held before a cell of theirs went again;
+	// HoldsDone those the receiver had whole already, so that nothing
+	// was written again.
+	Holds, HoldsDone uint64
 	// RangesSent, RangesReceived and RangesFailed count the Events.
 	RangesSent, RangesReceived, RangesFailed uint64
 }
@@ -98,13 +102,15 @@ func (e *Engine) Reset(cfg Config) error {
 		snd:    e.snd,
 		rcv:    e.rcv,
 		rd: Ready{
-			Recvs:  reuseCap(e.rd.Recvs, cfg.Paths),
-			Resets: reuseCap(e.rd.Resets, cfg.Paths),
-			Posts:  reuseCap(e.rd.Posts, credits),
-			Tokens: reuseCap(e.rd.Tokens, credits),
-			Grants: reuseCap(e.rd.Grants, cfg.MaxRanges),
-			Finals: reuseCap(e.rd.Finals, cfg.MaxRanges),
-			Events: reuseCap(e.rd.Events, 2*cfg.MaxRanges),
+			Recvs:    reuseCap(e.rd.Recvs, cfg.Paths),
+			Resets:   reuseCap(e.rd.Resets, cfg.Paths),
+			Posts:    reuseCap(e.rd.Posts, credits),
+			Tokens:   reuseCap(e.rd.Tokens, credits),
+			Grants:   reuseCap(e.rd.Grants, cfg.MaxRanges),
+			Finals:   reuseCap(e.rd.Finals, cfg.MaxRanges),
+			Holds:    reuseCap(e.rd.Holds, cfg.MaxRanges),
+			HoldAcks: reuseCap(e.rd.HoldAcks, cfg.MaxRanges),
+			Events:   reuseCap(e.rd.Events, 2*cfg.MaxRanges),
 		},
 	}
 	for i := range e.paths {
@@ -417,19 +423,25 @@ func (e *Engine) isolate(p *path, cause error) {
 		p.cellsPosted--
 		p.bytesPosted -= uint64(rec.n)
 		e.stats.CellsPosted--
-		e.snd.tq.queue(c)
+		if c.tail {
+			// The tail went back with its cell: the peer never saw it.
+			c.tail = false
+			e.snd.at(c.rseq).tailed = false
+		}
+		e.requeue(c)
 		e.resolve(c)
 	}
 	e.dropBatch(p.idx)
 	for i := 0; i < p.n; i++ {
 		if c := e.snd.tq.at(p.at(i).id); !c.acked {
-			e.snd.tq.queue(c)
+			e.requeue(c)
 		}
 	}
 }
 
 // dropBatch removes the outputs of the current batch bound for path q.
-// Grants and finals among them are sent again by reemit.
+// Grants, finals and holds among them are sent again by reemit; a hold
+// ack, when the peer writes its hold again.
 func (e *Engine) dropBatch(q int) {
 	rd := &e.rd
 	rd.Posts = keep(rd.Posts, func(x *Post) bool { return x.Path != q })
@@ -437,6 +449,8 @@ func (e *Engine) dropBatch(q int) {
 	rd.Tokens = keep(rd.Tokens, func(x *TokenWrite) bool { return x.Path != q })
 	rd.Grants = keep(rd.Grants, func(x *GrantWrite) bool { return x.Path != q })
 	rd.Finals = keep(rd.Finals, func(x *FinalWrite) bool { return x.Path != q })
+	rd.Holds = keep(rd.Holds, func(x *HoldWrite) bool { return x.Path != q })
+	rd.HoldAcks = keep(rd.HoldAcks, func(x *HoldAckWrite) bool { return x.Path != q })
 	e.paths[q].recvQueued = 0
 }
 

@@ -82,14 +82,54 @@ const (
 )
 
 // Final tells the receiver that the sender is done with a range, written
-// into the receiver's final ring, slot Seq mod MaxRanges. Only a final
-// hands receive memory back to the application: a cell whose token was
-// lost may be re-sent after the receiver saw all its bytes, so the
-// receiver cannot tell by itself that no write is still coming.
+// into the receiver's final ring, slot Seq mod MaxRanges. It ends a range
+// that had no tail, or whose tail a Hold took back: a cell whose token
+// was lost may be re-sent after the receiver saw all its bytes, so after
+// a recovery the receiver cannot tell by itself that no write is still
+// coming.
 type Final struct {
 	Seq    uint32
 	Len    int64
 	Status FinalStatus
+}
+
+// Tail tells the receiver which cells make up a range, so that it can
+// hand the range back as soon as they have all landed, without waiting
+// for the range's Final. It is written into the receiver's tail ring
+// (slot Seq mod MaxRanges) within the chain of the range's last cell,
+// before the cell's WRITE_WITH_IMM: RC places a QP's writes in order, so
+// when the last cell arrives its range's tail is there. The cells of a
+// range have consecutive ids, First to First+Cells−1.
+//
+// A tail is a promise: until the receiver answers a Hold for the range,
+// the sender writes no second copy of any of its cells. That is what
+// makes "every cell has landed" mean "nothing more will be written".
+type Tail struct {
+	Seq   uint32
+	Len   int64
+	First uint32
+	Cells uint32
+}
+
+// Hold asks the receiver not to complete range Seq on its tail: the
+// sender is about to write a cell of it again (its path was given up), so
+// a copy may still land after every cell has. The receiver answers with
+// a HoldAck, and the range then ends with its Final, as after any
+// recovery.
+type Hold struct {
+	Seq uint32
+	// Path is the path the hold went over, a path the sender still
+	// trusts: the receiver answers over it, not over one the sender may
+	// have just given up.
+	Path int
+}
+
+// HoldAck answers a Hold: Done says the range was complete already (every
+// cell had landed, and it was handed back), so the sender writes none of
+// it again; otherwise the receiver now waits for the range's Final.
+type HoldAck struct {
+	Seq  uint32
+	Done bool
 }
 
 // EventKind says which side of the connection an Event concerns.

@@ -12,16 +12,19 @@ import "github.com/rdmacell/rdmacell/verbs"
 //     credit they give back).
 //  2. Resets: start resetting those paths, in the background.
 //  3. Posts: post the cell chains.
-//  4. Tokens, Grants, Finals: write the records into the peer's rings.
+//  4. Tokens, Grants, Finals, Holds, HoldAcks: write the records into the
+//     peer's rings.
 //  5. Events: hand the ranges back to the application.
 type Ready struct {
-	Recvs  []RecvPost
-	Resets []Reset
-	Posts  []Post
-	Tokens []TokenWrite
-	Grants []GrantWrite
-	Finals []FinalWrite
-	Events []Event
+	Recvs    []RecvPost
+	Resets   []Reset
+	Posts    []Post
+	Tokens   []TokenWrite
+	Grants   []GrantWrite
+	Finals   []FinalWrite
+	Holds    []HoldWrite
+	HoldAcks []HoldAckWrite
+	Events   []Event
 	// Deadline is the time by which the driver must call Tick, or 0 if
 	// no timer is running.
 	Deadline int64
@@ -30,7 +33,8 @@ type Ready struct {
 // Empty reports whether the batch holds nothing to do.
 func (rd *Ready) Empty() bool {
 	return len(rd.Recvs) == 0 && len(rd.Resets) == 0 && len(rd.Posts) == 0 && len(rd.Tokens) == 0 &&
-		len(rd.Grants) == 0 && len(rd.Finals) == 0 && len(rd.Events) == 0
+		len(rd.Grants) == 0 && len(rd.Finals) == 0 && len(rd.Holds) == 0 && len(rd.HoldAcks) == 0 &&
+		len(rd.Events) == 0
 }
 
 func (rd *Ready) clear() {
@@ -40,6 +44,8 @@ func (rd *Ready) clear() {
 	rd.Tokens = rd.Tokens[:0]
 	rd.Grants = rd.Grants[:0]
 	rd.Finals = rd.Finals[:0]
+	rd.Holds = rd.Holds[:0]
+	rd.HoldAcks = rd.HoldAcks[:0]
 	rd.Events = rd.Events[:0]
 	rd.Deadline = 0
 }
@@ -54,11 +60,16 @@ type RecvPost struct {
 
 // Post asks for a cell's chain to be posted on the path with one
 // PostSend: a WRITE linked to a signaled WRITE_WITH_IMM whose immediate is
-// Cell, or the WRITE_WITH_IMM alone for a cell of at most one MTU.
+// Cell, or the WRITE_WITH_IMM alone for a cell of at most one MTU. If
+// Tail is not nil the cell is its range's last, and the binding writes
+// the tail into slot Tail.Seq mod MaxRanges of the peer's tail ring
+// within the chain, before its WRITE_WITH_IMM, so that the tail has
+// landed when the cell's arrival is seen.
 type Post struct {
 	Path int
 	WR   *verbs.SendWR
 	Cell uint32
+	Tail *Tail
 }
 
 // Reset asks for the path's QP to be reset with its peer (ERR, RESET,
@@ -96,4 +107,20 @@ type FinalWrite struct {
 	Path  int
 	Slot  int
 	Final Final
+}
+
+// HoldWrite asks for a hold to be written, over Path, into slot Slot of
+// the peer's hold ring.
+type HoldWrite struct {
+	Path int
+	Slot int
+	Hold Hold
+}
+
+// HoldAckWrite asks for a hold ack to be written, over Path, into slot
+// Slot of the peer's hold-ack ring.
+type HoldAckWrite struct {
+	Path int
+	Slot int
+	Ack  HoldAck
 }

@@ -16,7 +16,11 @@ type recvRange struct {
 	seq   uint32
 	state recvState
 	hold  uint64 // paths whose reset it waits for
-	flen  int64  // length the final reported
+	flen  int64  // length the final or the tail reported
+	// tailed: its tail is in, and it ends once every cell up to last has
+	// landed. held: a Hold took that back, and it waits for its final.
+	tailed, held bool
+	last         uint32
 }
 
 // receiver is the receiving half of a connection.
@@ -31,9 +35,25 @@ type receiver struct {
 	seen   []uint64
 	idMask uint32
 	high   uint32 // highest id seen
-	// grantPath is, per grant ring slot, the path the last grant for it
-	// went over (see Engine.slotPath).
-	grantPath []int8
+	// low is the oldest id not seen: every cell before it has landed.
+	// The sender's ids in flight lie within Window of it, so the seen
+	// filter answers for every id from low on.
+	low uint32
+	// tails counts the ranges tailed and not held, waiting for low to
+	// pass their last cell.
+	tails int
+	// acks keeps, per hold-ack ring slot, an answer to a hold that found
+	// no path up, to write once one is back. An answer lost with its path
+	// needs no keeping: the sender sees the path fail too, and asks again.
+	acks []ackRec
+	// grantPath and ackPath are, per grant and hold-ack ring slot, the
+	// path the last record for it went over (see Engine.slotPath).
+	grantPath, ackPath []int8
+}
+
+type ackRec struct {
+	a       HoldAck
+	pending bool
 }
 
 const seenValid = 1 << 32
@@ -45,18 +65,22 @@ func (r *receiver) init(cfg Config) {
 		seen:      reuse(r.seen, cfg.Window),
 		idMask:    uint32(cfg.Window - 1),
 		high:      cfg.FirstCellID - 1,
+		low:       cfg.FirstCellID,
 		grantPath: reuse(r.grantPath, cfg.MaxRanges),
+		ackPath:   reuse(r.ackPath, cfg.MaxRanges),
+		acks:      reuse(r.acks, cfg.MaxRanges),
 	}
 	for i := range r.grantPath {
-		r.grantPath[i] = -1
+		r.grantPath[i], r.ackPath[i] = -1, -1
 	}
 }
 
 func (r *receiver) at(seq uint32) *recvRange { return &r.ranges[seq&r.mask] }
 
 // Recv offers memory for the peer to write: the engine emits a grant for
-// it, and its Event comes with the sender's final, once the sender knows
-// every byte landed and nothing can write the range any more.
+// it, and its Event comes once every cell of it has landed (see Tail), or
+// after a recovery with the sender's final, once the sender knows every
+// byte landed and nothing can write the range any more.
 func (e *Engine) Recv(now int64, rr RecvRange) error {
 	e.begin(now)
 	r := &e.rcv
@@ -84,13 +108,37 @@ func (e *Engine) writeGrant(x *recvRange) {
 	}
 }
 
-// reemit writes again the grants still waiting for their final.
+// reemit writes again the grants still waiting for their final, and the
+// answers to holds.
 func (r *receiver) reemit(e *Engine) {
 	for s := r.oldest; s != r.seq; s++ {
 		if x := r.at(s); x.state == recvGranted && !e.grantQueued(s) {
 			e.writeGrant(x)
 		}
 	}
+	for i := range r.acks {
+		if a := &r.acks[i]; a.pending {
+			e.writeHoldAck(a.a)
+		}
+	}
+}
+
+func (e *Engine) writeHoldAck(a HoldAck) {
+	slot := a.Seq & e.gmask
+	q := e.slotPath(&e.rcv.ackPath[slot])
+	if q >= 0 {
+		e.rd.HoldAcks = append(e.rd.HoldAcks, HoldAckWrite{Path: q, Slot: int(slot), Ack: a})
+	}
+	e.rcv.acks[slot] = ackRec{a: a, pending: q < 0}
+}
+
+func (e *Engine) ackQueued(seq uint32) bool {
+	for i := range e.rd.HoldAcks {
+		if e.rd.HoldAcks[i].Ack.Seq == seq {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Engine) grantQueued(seq uint32) bool {
@@ -151,6 +199,9 @@ func (r *receiver) release(e *Engine, q int) {
 
 func (e *Engine) finishRecv(x *recvRange, err error) {
 	r := &e.rcv
+	if x.tailed && !x.held {
+		r.tails--
+	}
 	x.state = recvFree
 	ev := Event{Kind: Received, Tag: x.Tag, Len: x.flen}
 	if err != nil {
@@ -190,6 +241,9 @@ func (e *Engine) arrived(p *path, recv uint64, id uint32) {
 	}
 	e.repostRecv(p)
 	st := e.rcv.check(id)
+	if st == TokenOK && id == e.rcv.low {
+		e.rcv.advanceLow(e)
+	}
 	switch st {
 	case TokenDup:
 		e.stats.Duplicates++
@@ -220,6 +274,88 @@ func (r *receiver) check(id uint32) TokenStatus {
 		r.high = id
 	}
 	return TokenOK
+}
+
+// advanceLow moves low past the ids seen and completes the tailed ranges
+// whose cells have all landed.
+func (r *receiver) advanceLow(e *Engine) {
+	for r.seen[r.low&r.idMask] == uint64(r.low)|seenValid {
+		r.low++
+	}
+	r.finishTailed(e)
+}
+
+func (r *receiver) finishTailed(e *Engine) {
+	for s := r.oldest; r.tails > 0 && s != r.seq; s++ {
+		if x := r.at(s); x.state == recvGranted && x.tailed && !x.held && seqBefore(x.last, r.low) {
+			e.finishRecv(x, nil)
+		}
+	}
+}
+
+// Tail feeds a tail polled from the tail ring. The range is handed back
+// as soon as every cell up to its last has landed: the sender writes no
+// cell of it twice without holding it first (see Hold). Duplicates,
+// stale records and tails of held ranges are ignored.
+func (e *Engine) Tail(now int64, t Tail) {
+	e.begin(now)
+	r := &e.rcv
+	if e.err != nil {
+		return
+	}
+	x := r.at(t.Seq)
+	if x.state != recvGranted || x.seq != t.Seq || x.tailed || x.held {
+		return
+	}
+	if t.Len < 0 || t.Len > x.Len || t.Cells == 0 || t.Cells > 1<<31 {
+		e.finishRecv(x, fmt.Errorf("%w: tail reports %d bytes in %d cells for a range of %d", ErrInvalid, t.Len, t.Cells, x.Len))
+		return
+	}
+	x.tailed, x.flen, x.last = true, t.Len, t.First+t.Cells-1
+	r.tails++
+	r.finishTailed(e)
+}
+
+// Hold feeds a hold polled from the hold ring: the sender is about to
+// write a cell of the range again. A range not complete yet is held (it
+// ends with its final); one complete already is reported done, so that
+// the sender writes nothing into memory handed back.
+func (e *Engine) Hold(now int64, h Hold) {
+	e.begin(now)
+	r := &e.rcv
+	if e.err != nil {
+		return
+	}
+	x := r.at(h.Seq)
+	var done bool
+	switch {
+	case !seqBefore(h.Seq, r.seq):
+		return // never granted: not a hold of this connection's sender
+	case x.seq != h.Seq:
+		done = seqBefore(h.Seq, x.seq) // its slot has been granted again
+		if !done {
+			return
+		}
+	case x.state == recvFree:
+		done = true
+	default:
+		if x.tailed && !x.held {
+			r.tails--
+		}
+		x.held = true
+	}
+	a := HoldAck{Seq: h.Seq, Done: done}
+	slot := h.Seq & e.gmask
+	// Over the hold's own path, a path the sender trusts, unless the
+	// slot's last answer went over a path still up: the new one follows
+	// it there (see slotPath).
+	if last := r.ackPath[slot]; (last < 0 || e.paths[last].state != PathUp) &&
+		h.Path >= 0 && h.Path < len(e.paths) && e.paths[h.Path].state == PathUp {
+		r.ackPath[slot] = int8(h.Path)
+	}
+	if !e.ackQueued(a.Seq) {
+		e.writeHoldAck(a)
+	}
 }
 
 // repostRecv adds one receive for path p to this batch's chain.

@@ -83,7 +83,8 @@ func TestReceiverAnswersArrivals(t *testing.T) {
 }
 
 // A failed completion gives its path up: a Reset with a full refill chain,
-// and the cells it held go again elsewhere.
+// and the cells it held go again elsewhere, once the receiver has held
+// their range (its tail went out with its last cell).
 func TestFailedCompletionGivesPathUp(t *testing.T) {
 	e, err := cell.New(cell.Config{Peer: "B", Paths: 2, CellSize: 8192, RecvDepth: 4})
 	require.NoError(t, err)
@@ -116,6 +117,10 @@ func TestFailedCompletionGivesPathUp(t *testing.T) {
 	require.ErrorAs(t, rd.Resets[0].Cause, &wce)
 	require.Equal(t, verbs.StatusRetryExceeded, wce.WC.Status)
 	require.Equal(t, cell.PathDown, e.Path(0).State)
+	require.Empty(t, rd.Posts, "no cell of a tailed range goes twice before the receiver holds it")
+	require.Equal(t, []cell.HoldWrite{{Path: 1, Slot: 0, Hold: cell.Hold{Seq: 0, Path: 1}}}, rd.Holds)
+	e.HoldAck(20, cell.HoldAck{Seq: 0})
+	rd = e.Ready()
 	// The cells path 0 held go again, on path 1: new requests, same memory.
 	var again []uint32
 	for _, p := range rd.Posts {

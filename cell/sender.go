@@ -12,7 +12,27 @@ type sendRange struct {
 	cut     int64 // bytes cut into cells so far
 	// unresolved counts its cells not yet resolved.
 	unresolved int
+	// first is the id of its first cell, cells how many it has so far.
+	first, cells uint32
+	// tailed: its tail went out with its last cell, so the receiver may
+	// hand it back on its own; no final follows unless a hold took that
+	// back. rescued: a cell of it went back to the re-post queue before
+	// its last was cut, so it has no tail and ends with its final.
+	tailed, rescued bool
+	hold            holdState
+	tail            Tail // storage for the Post that carries it
 }
+
+// holdState is where a tailed range stands with the receiver after a cell
+// of it must be written again.
+type holdState uint8
+
+const (
+	holdNone  holdState = iota
+	holdAsked           // a hold is out; its cells wait in the re-post queue
+	holdHeld            // the receiver waits for the final: re-posts may go
+	holdDone            // the receiver had it all: nothing is written again
+)
 
 type finalRec struct {
 	f     Final
@@ -32,13 +52,13 @@ type sender struct {
 	// finals keeps each final sent until the peer has surely seen it (it
 	// granted the slot again), to write it again if its path fails.
 	finals []finalRec
-	// finalPath is, per final ring slot, the path the last final for it
-	// went over (see Engine.slotPath).
-	finalPath []int8
-	mask      uint32
-	seq       uint32 // sequence number of the next Send
-	oldest    uint32 // oldest range without its Event
-	cutSeq    uint32 // the range being cut into cells
+	// finalPath and holdPath are, per final and hold ring slot, the path
+	// the last record for it went over (see Engine.slotPath).
+	finalPath, holdPath []int8
+	mask                uint32
+	seq                 uint32 // sequence number of the next Send
+	oldest              uint32 // oldest range without its Event
+	cutSeq              uint32 // the range being cut into cells
 	// maxGrant is the highest grant sequence number seen, if anyGrant.
 	maxGrant uint32
 	anyGrant bool
@@ -51,10 +71,11 @@ func (s *sender) init(cfg Config) {
 		grants:    reuse(s.grants, cfg.MaxRanges),
 		finals:    reuse(s.finals, cfg.MaxRanges),
 		finalPath: reuse(s.finalPath, cfg.MaxRanges),
+		holdPath:  reuse(s.holdPath, cfg.MaxRanges),
 	}
 	s.tq.init(cfg.Window, cfg.FirstCellID)
 	for i := range s.finalPath {
-		s.finalPath[i] = -1
+		s.finalPath[i], s.holdPath[i] = -1, -1
 	}
 	s.mask = uint32(cfg.MaxRanges - 1)
 }
@@ -148,7 +169,7 @@ func (e *Engine) Token(now int64, t Token) {
 			p.est.sampleDelay(rtt, rec.ahead)
 		}
 		if i == k && nack {
-			e.snd.tq.queue(c)
+			e.requeue(c)
 		}
 		e.resolve(c)
 	}
@@ -198,7 +219,9 @@ func (e *Engine) finishSend(r *sendRange, status FinalStatus, err error) {
 	} else {
 		e.stats.RangesSent++
 	}
-	if status != 0 {
+	// A tailed range needs no final unless a hold took its tail back, or
+	// may have: one asked and not answered yet.
+	if status != 0 && (!r.tailed || r.hold == holdAsked || r.hold == holdHeld) {
 		f := Final{Seq: r.seq, Len: ev.Len, Status: status}
 		s.finals[r.seq&s.mask] = finalRec{f: f, valid: true}
 		e.writeFinal(f)
@@ -217,8 +240,14 @@ func (e *Engine) writeFinal(f Final) {
 }
 
 // reemit writes again the finals whose ring slot the receiver has not
-// granted again: those it may not have seen.
+// granted again (those it may not have seen), and the holds not yet
+// answered.
 func (s *sender) reemit(e *Engine) {
+	for q := s.oldest; q != s.seq; q++ {
+		if r := s.at(q); r.active && r.hold == holdAsked && !e.holdQueued(q) {
+			e.writeHold(r)
+		}
+	}
 	for i := range s.finals {
 		f := &s.finals[i]
 		if f.valid && !(s.anyGrant && seqDiff(s.maxGrant, f.f.Seq) >= int32(len(s.finals))) && !e.finalQueued(f.f.Seq) {
@@ -234,6 +263,82 @@ func (e *Engine) finalQueued(seq uint32) bool {
 		}
 	}
 	return false
+}
+
+// requeue puts a cell that may not have landed back on the re-post queue.
+// A copy of it may still land after the re-post has, so its range can no
+// longer be completed by the receiver on its tail alone: a range whose
+// tail has not gone out gets none, and one whose tail has is held first.
+func (e *Engine) requeue(c *cell) {
+	e.snd.tq.queue(c)
+	r := e.snd.at(c.rseq)
+	switch {
+	case !r.tailed:
+		r.rescued = true
+	case r.hold == holdNone:
+		r.hold = holdAsked
+		e.stats.Holds++
+		e.writeHold(r)
+	}
+}
+
+func (e *Engine) writeHold(r *sendRange) {
+	slot := r.seq & e.gmask
+	if q := e.slotPath(&e.snd.holdPath[slot]); q >= 0 {
+		e.rd.Holds = append(e.rd.Holds, HoldWrite{Path: q, Slot: int(slot), Hold: Hold{Seq: r.seq, Path: q}})
+	}
+}
+
+func (e *Engine) holdQueued(seq uint32) bool {
+	for i := range e.rd.Holds {
+		if e.rd.Holds[i].Hold.Seq == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// mayRepost reports whether cell c, queued for re-posting, may go now: not
+// while its range waits for the answer to a hold.
+func (e *Engine) mayRepost(c *cell) bool {
+	r := e.snd.at(c.rseq)
+	return !r.tailed || r.hold == holdHeld
+}
+
+// HoldAck feeds a hold ack polled from the hold-ack ring. Duplicates and
+// stale records are ignored.
+func (e *Engine) HoldAck(now int64, a HoldAck) {
+	e.begin(now)
+	s := &e.snd
+	if e.err != nil {
+		return
+	}
+	r := s.at(a.Seq)
+	if !r.active || r.seq != a.Seq || r.hold != holdAsked {
+		return
+	}
+	if !a.Done {
+		r.hold = holdHeld
+		e.pump()
+		return
+	}
+	// Every cell landed: those without a token yet are acknowledged by
+	// the receiver's word, and none is written again. Their copies still
+	// outstanding resolve as their tokens come or their path is reset.
+	r.hold = holdDone
+	e.stats.HoldsDone++
+	end := r.first + r.cells
+	for id := r.first; id != end; id++ {
+		if !s.tq.has(id) {
+			continue
+		}
+		if c := s.tq.at(id); c.rseq == r.seq && !c.acked {
+			c.acked = true
+			e.resolve(c)
+		}
+	}
+	s.advance()
+	e.pump()
 }
 
 // nextCut returns the range to cut the next cell from, matching ranges to
@@ -292,6 +397,9 @@ func (e *Engine) pump() {
 	s := &e.snd
 	for e.err == nil {
 		c := s.tq.peekRepost()
+		if c != nil && !e.mayRepost(c) {
+			c = nil // new cells may go meanwhile
+		}
 		var r *sendRange
 		var n int64
 		if c != nil {
@@ -318,8 +426,22 @@ func (e *Engine) pump() {
 			e.stats.CellsReposted++
 		} else {
 			c = s.tq.open(r.seq, r.cut, n)
+			if r.cells == 0 {
+				r.first = c.id
+			}
+			r.cells++
 			r.cut += n
 			r.unresolved++
+			if r.cut == r.Len {
+				if !r.rescued {
+					c.tail, r.tailed = true, true
+					r.tail = Tail{Seq: r.seq, Len: r.Len, First: r.first, Cells: r.cells}
+				}
+				// Move on now, not at the next cut: the receiver may
+				// hand this range back, and grant the next of its ring
+				// slot, before the window lets another cell go.
+				s.cutSeq++
+			}
 		}
 		e.post(&e.paths[q], c)
 	}
@@ -336,7 +458,11 @@ func (e *Engine) post(p *path, c *cell) {
 	c.copies++
 	c.attempts++
 	e.stats.CellsPosted++
-	e.rd.Posts = append(e.rd.Posts, Post{Path: p.idx, WR: wr, Cell: c.id})
+	post := Post{Path: p.idx, WR: wr, Cell: c.id}
+	if c.tail && c.attempts == 1 {
+		post.Tail = &r.tail
+	}
+	e.rd.Posts = append(e.rd.Posts, post)
 }
 
 // fail ends every open send range with the connection's failure.

@@ -18,6 +18,7 @@ type cell struct {
 	acked    bool // some copy landed
 	queued   bool // waiting in the re-post queue
 	done     bool // resolved and counted off its range
+	tail     bool // its first copy carried its range's tail
 	// Storage of the cell's chain, rebuilt for every post: a re-post is a
 	// new pair of work requests over the same memory, never a copy.
 	wr  [2]verbs.SendWR

@@ -2,12 +2,14 @@ package cell
 
 import "encoding/binary"
 
-// Ring record layouts. Drivers write tokens, grants and finals into the
-// peer's rings in these formats and decode what lands in their own, so
-// that every driver speaks the same wire. Integers are little-endian. A
-// sender's token ring has Window slots of TokenSize bytes, its grant ring
-// MaxRanges slots of GrantSize; a receiver's final ring MaxRanges slots
-// of FinalSize. The output naming a record gives its slot.
+// Ring record layouts. Drivers write tokens, grants, finals, tails, holds
+// and hold acks into the peer's rings in these formats and decode what
+// lands in their own, so that every driver speaks the same wire. Integers
+// are little-endian. A sender's token ring has Window slots of TokenSize
+// bytes, its grant ring MaxRanges slots of GrantSize and its hold-ack
+// ring MaxRanges slots of HoldSize; a receiver's final ring has MaxRanges
+// slots of FinalSize, its tail ring MaxRanges of TailSize and its hold
+// ring MaxRanges of HoldSize. The output naming a record gives its slot.
 //
 // A ring slot is read while the peer may be writing it, and nothing
 // orders the reader's loads against the writer's stores: a WRITE is
@@ -24,6 +26,8 @@ const (
 	TokenSize = 16
 	GrantSize = 32
 	FinalSize = 16
+	TailSize  = 24
+	HoldSize  = 16
 )
 
 // TokenSlot is the slot of a sender's token ring (of window slots, a
@@ -35,6 +39,9 @@ const (
 	markToken = 0xC7
 	markGrant = 0xC6
 	markFinal = 0xC5
+	markTail  = 0xC4
+	markHold  = 0xC3
+	markAck   = 0xC2
 )
 
 // maxFinalLen bounds a final's length, which travels in 48 bits; ranges
@@ -168,4 +175,84 @@ func ReadFinal(b []byte) (f Final, ok bool) {
 		Status: FinalStatus(r[4]),
 		Len:    int64(n),
 	}, true
+}
+
+// Tail layout: Seq [0:4], First [4:8], Cells [8:12], Len in 48 bits
+// [12:18], marker [18], zero [19], check [20:24].
+
+// PutTail encodes t into b[:TailSize]. A length outside 0..2^48−1 is sent
+// as maxFinalLen, which the receiver refuses as longer than its range.
+func PutTail(b []byte, t Tail) {
+	b = b[:TailSize]
+	n := uint64(t.Len)
+	if t.Len < 0 || n > maxFinalLen {
+		n = maxFinalLen
+	}
+	binary.LittleEndian.PutUint32(b[0:], t.Seq)
+	binary.LittleEndian.PutUint32(b[4:], t.First)
+	binary.LittleEndian.PutUint32(b[8:], t.Cells)
+	binary.LittleEndian.PutUint16(b[12:], uint16(n))
+	binary.LittleEndian.PutUint32(b[14:], uint32(n>>16))
+	b[18] = markTail
+	b[19] = 0
+	seal(b, 20)
+}
+
+// ReadTail decodes a tail from b[:TailSize], which may be under a write.
+func ReadTail(b []byte) (t Tail, ok bool) {
+	var r [TailSize]byte
+	copy(r[:], b[:TailSize])
+	if !intact(r[:], 18, markTail, 20) || r[19] != 0 {
+		return Tail{}, false
+	}
+	n := uint64(binary.LittleEndian.Uint16(r[12:])) | uint64(binary.LittleEndian.Uint32(r[14:]))<<16
+	return Tail{
+		Seq:   binary.LittleEndian.Uint32(r[0:]),
+		First: binary.LittleEndian.Uint32(r[4:]),
+		Cells: binary.LittleEndian.Uint32(r[8:]),
+		Len:   int64(n),
+	}, true
+}
+
+// Hold and HoldAck layout: Seq [0:4], Done [4] (0 or 1; 0 in a hold),
+// marker [5], Path [6] (0 in a hold ack), zero [7:12], check [12:16].
+
+// PutHold encodes h into b[:HoldSize].
+func PutHold(b []byte, h Hold) { putHold(b, h.Seq, false, byte(h.Path), markHold) }
+
+// ReadHold decodes a hold from b[:HoldSize], which may be under a write.
+func ReadHold(b []byte) (Hold, bool) {
+	seq, done, path, ok := readHold(b, markHold)
+	return Hold{Seq: seq, Path: int(path)}, ok && !done
+}
+
+// PutHoldAck encodes a into b[:HoldSize].
+func PutHoldAck(b []byte, a HoldAck) { putHold(b, a.Seq, a.Done, 0, markAck) }
+
+// ReadHoldAck decodes a hold ack from b[:HoldSize], which may be under a
+// write.
+func ReadHoldAck(b []byte) (HoldAck, bool) {
+	seq, done, path, ok := readHold(b, markAck)
+	return HoldAck{Seq: seq, Done: done}, ok && path == 0
+}
+
+func putHold(b []byte, seq uint32, done bool, path, mark byte) {
+	b = b[:HoldSize]
+	clear(b)
+	binary.LittleEndian.PutUint32(b[0:], seq)
+	if done {
+		b[4] = 1
+	}
+	b[5] = mark
+	b[6] = path
+	seal(b, 12)
+}
+
+func readHold(b []byte, mark byte) (seq uint32, done bool, path byte, ok bool) {
+	var r [HoldSize]byte
+	copy(r[:], b[:HoldSize])
+	if !intact(r[:], 5, mark, 12) || r[4] > 1 || r[7]|r[8]|r[9]|r[10]|r[11] != 0 {
+		return 0, false, 0, false
+	}
+	return binary.LittleEndian.Uint32(r[0:]), r[4] == 1, r[6], true
 }

@@ -447,7 +447,12 @@ func (a *cellActor) PostCell(p *cell.Post) {
 			n += int64(sg.Length)
 		}
 	}
-	a.d.s.post(a.c.qp[2*p.Path+int(a.end)], msg{kind: mCell, bytes: max(n, 1), imm: p.Cell})
+	m := msg{kind: mCell, bytes: max(n, 1), imm: p.Cell}
+	if p.Tail != nil {
+		m.tail, m.hasTail = *p.Tail, true
+		m.bytes += cell.TailSize
+	}
+	a.d.s.post(a.c.qp[2*p.Path+int(a.end)], m)
 }
 
 func (a *cellActor) WriteToken(t *cell.TokenWrite) {
@@ -460,6 +465,14 @@ func (a *cellActor) WriteGrant(g *cell.GrantWrite) {
 
 func (a *cellActor) WriteFinal(f *cell.FinalWrite) {
 	a.d.s.post(a.c.qp[2*f.Path+int(a.end)], msg{kind: mFinal, bytes: cell.FinalSize, fin: f.Final})
+}
+
+func (a *cellActor) WriteHold(h *cell.HoldWrite) {
+	a.d.s.post(a.c.qp[2*h.Path+int(a.end)], msg{kind: mHold, bytes: cell.HoldSize, hold: h.Hold})
+}
+
+func (a *cellActor) WriteHoldAck(h *cell.HoldAckWrite) {
+	a.d.s.post(a.c.qp[2*h.Path+int(a.end)], msg{kind: mHoldAck, bytes: cell.HoldSize, ack: h.Ack})
 }
 
 func (a *cellActor) Failed(error) {}
@@ -493,6 +506,10 @@ func (d *cellDriver) deliver(q *qp, m *msg) {
 	}
 	switch m.kind {
 	case mCell:
+		if m.hasTail {
+			// Written within the chain, before its WRITE_WITH_IMM.
+			e.Tail(s.now, m.tail)
+		}
 		_ = e.Completion(s.now, path, verbs.WC{Status: verbs.StatusSuccess, Opcode: verbs.OpRecvWriteImm,
 			Flags: verbs.WCWithImm, ByteLen: uint32(min(m.bytes, int64(s.cfg.MTU))), Imm: m.imm})
 	case mToken:
@@ -501,6 +518,10 @@ func (d *cellDriver) deliver(q *qp, m *msg) {
 		e.Grant(s.now, m.grant)
 	case mFinal:
 		e.Final(s.now, m.fin)
+	case mHold:
+		e.Hold(s.now, m.hold)
+	case mHoldAck:
+		e.HoldAck(s.now, m.ack)
 	}
 	d.drain(ci, end)
 }

@@ -6,11 +6,13 @@ import "github.com/rdmacell/rdmacell/cell"
 type msgKind uint8
 
 const (
-	mFlow  msgKind = iota // a whole flow of a baseline scheme
-	mCell                 // an RDMACell cell chain (WRITE + WRITE_WITH_IMM)
-	mToken                // an RDMACell token write
-	mGrant                // an RDMACell grant write
-	mFinal                // an RDMACell final write
+	mFlow    msgKind = iota // a whole flow of a baseline scheme
+	mCell                   // an RDMACell cell chain (WRITE + WRITE_WITH_IMM)
+	mToken                  // an RDMACell token write
+	mGrant                  // an RDMACell grant write
+	mFinal                  // an RDMACell final write
+	mHold                   // an RDMACell hold write
+	mHoldAck                // an RDMACell hold-ack write
 )
 
 // msg is one posted message: packets [start, end) of its QP.
@@ -23,6 +25,11 @@ type msg struct {
 	tok        cell.Token
 	grant      cell.Grant
 	fin        cell.Final
+	// tail is the range's tail a cell chain carries, if hasTail.
+	tail    cell.Tail
+	hasTail bool
+	hold    cell.Hold
+	ack     cell.HoldAck
 }
 
 // msgQueue holds a QP's messages from the oldest unacknowledged to the

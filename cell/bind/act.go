@@ -13,13 +13,16 @@ type Actor interface {
 	// StartReset starts resetting a path in the background, or joins the
 	// reset under way (see Path.StartReset).
 	StartReset(r *cell.Reset)
-	// PostCell posts a cell's chain on its path.
+	// PostCell posts a cell's chain on its path, with its range's tail
+	// written within it, before the WRITE_WITH_IMM, if it has one.
 	PostCell(p *cell.Post)
-	// WriteToken, WriteGrant and WriteFinal write a record into a slot
-	// of the peer's rings, over a path.
+	// WriteToken, WriteGrant, WriteFinal, WriteHold and WriteHoldAck
+	// write a record into a slot of the peer's rings, over a path.
 	WriteToken(t *cell.TokenWrite)
 	WriteGrant(g *cell.GrantWrite)
 	WriteFinal(f *cell.FinalWrite)
+	WriteHold(h *cell.HoldWrite)
+	WriteHoldAck(a *cell.HoldAckWrite)
 	// Failed reports the engine's terminal failure (a *cell.NoPathError)
 	// in every batch once it has failed, before its events: the binding
 	// closes every QP then, so that nothing lands in the failed ranges
@@ -30,8 +33,8 @@ type Actor interface {
 }
 
 // Act takes e's next batch and acts on it through a, in the order Ready
-// documents: receives, resets, cells, tokens, grants, finals, the
-// terminal failure, events. It returns the batch, for its Deadline and
+// documents: receives, resets, cells, tokens, grants, finals, holds, hold
+// acks, the terminal failure, events. It returns the batch, for its Deadline and
 // for what the binding does once the batch is spent.
 func Act(e *cell.Engine, a Actor) *cell.Ready {
 	rd := e.Ready()
@@ -41,6 +44,8 @@ func Act(e *cell.Engine, a Actor) *cell.Ready {
 	each(rd.Tokens, a.WriteToken)
 	each(rd.Grants, a.WriteGrant)
 	each(rd.Finals, a.WriteFinal)
+	each(rd.Holds, a.WriteHold)
+	each(rd.HoldAcks, a.WriteHoldAck)
 	if err := e.Err(); err != nil {
 		a.Failed(err)
 	}

@@ -21,9 +21,13 @@ func (r *recorder) PostCell(x *cell.Post)         { r.add("post path=%d cell=%d"
 func (r *recorder) WriteToken(x *cell.TokenWrite) { r.add("token path=%d cell=%d", x.Path, x.Token.ID) }
 func (r *recorder) WriteGrant(x *cell.GrantWrite) { r.add("grant path=%d seq=%d", x.Path, x.Grant.Seq) }
 func (r *recorder) WriteFinal(x *cell.FinalWrite) { r.add("final path=%d seq=%d", x.Path, x.Final.Seq) }
-func (r *recorder) Failed(err error)              { r.add("failed %v", errors.Is(err, cell.ErrNoPath)) }
-func (r *recorder) Event(x *cell.Event)           { r.add("%v tag=%d err=%v", x.Kind, x.Tag, x.Err != nil) }
-func (r *recorder) add(f string, a ...any)        { r.got = append(r.got, fmt.Sprintf(f, a...)) }
+func (r *recorder) WriteHold(x *cell.HoldWrite)   { r.add("hold path=%d seq=%d", x.Path, x.Hold.Seq) }
+func (r *recorder) WriteHoldAck(x *cell.HoldAckWrite) {
+	r.add("hold-ack path=%d seq=%d done=%v", x.Path, x.Ack.Seq, x.Ack.Done)
+}
+func (r *recorder) Failed(err error)       { r.add("failed %v", errors.Is(err, cell.ErrNoPath)) }
+func (r *recorder) Event(x *cell.Event)    { r.add("%v tag=%d err=%v", x.Kind, x.Tag, x.Err != nil) }
+func (r *recorder) add(f string, a ...any) { r.got = append(r.got, fmt.Sprintf(f, a...)) }
 
 // Act hands out a batch in the order Ready documents, and the terminal
 // failure before the failed ranges.

@@ -116,6 +116,10 @@ func EachOutput(rd *cell.Ready, fn func(line string)) {
 				n += sg.Length
 			}
 		}
+		if p.Tail != nil {
+			fn(fmt.Sprintf("post path=%d cell=%d len=%d wrs=%d tail %s", p.Path, p.Cell, n, wrs, Tail(*p.Tail)))
+			continue
+		}
 		fn(fmt.Sprintf("post path=%d cell=%d len=%d wrs=%d", p.Path, p.Cell, n, wrs))
 	}
 	for _, t := range rd.Tokens {
@@ -127,9 +131,28 @@ func EachOutput(rd *cell.Ready, fn func(line string)) {
 	for _, f := range rd.Finals {
 		fn(fmt.Sprintf("final path=%d slot=%d %s", f.Path, f.Slot, Final(f.Final)))
 	}
+	for _, h := range rd.Holds {
+		fn(fmt.Sprintf("hold path=%d slot=%d seq=%d", h.Path, h.Slot, h.Hold.Seq))
+	}
+	for _, a := range rd.HoldAcks {
+		fn(fmt.Sprintf("hold-ack path=%d slot=%d %s", a.Path, a.Slot, HoldAck(a.Ack)))
+	}
 	for _, ev := range rd.Events {
 		fn(Event(ev))
 	}
+}
+
+// Tail formats a tail.
+func Tail(t cell.Tail) string {
+	return fmt.Sprintf("seq=%d len=%d cells=%d..%d", t.Seq, t.Len, t.First, t.First+t.Cells-1)
+}
+
+// HoldAck formats a hold ack.
+func HoldAck(a cell.HoldAck) string {
+	if a.Done {
+		return fmt.Sprintf("seq=%d done", a.Seq)
+	}
+	return fmt.Sprintf("seq=%d held", a.Seq)
 }
 
 // Token formats a token.

@@ -324,10 +324,11 @@ func (env *Env) addRule(a *args) error {
 			return errors.New("cut-cell: path= missing")
 		}
 	case "slow":
-		kinds := map[string]MsgKind{"cell": MsgCell, "token": MsgToken, "grant": MsgGrant, "final": MsgFinal}
+		kinds := map[string]MsgKind{"cell": MsgCell, "token": MsgToken, "grant": MsgGrant, "final": MsgFinal,
+			"hold": MsgHold, "hold-ack": MsgHoldAck}
 		k, ok := kinds[a.str("kind", "cell")]
 		if !ok {
-			return fmt.Errorf("slow: kind %q, want cell, token, grant or final", a.str("kind", ""))
+			return fmt.Errorf("slow: kind %q, want cell, token, grant, final, hold or hold-ack", a.str("kind", ""))
 		}
 		r.kind, r.v = k, Verdict{Delay: a.dur("by", 0)}
 		if r.v.Delay <= 0 {
@@ -723,12 +724,14 @@ func (l *loneActor) StartReset(r *cell.Reset) {
 	l.incarn[r.Path] = append(l.incarn[r.Path], recvIDs(r.Refill))
 }
 
-func (l *loneActor) PostCell(*cell.Post)         {}
-func (l *loneActor) WriteToken(*cell.TokenWrite) {}
-func (l *loneActor) WriteGrant(*cell.GrantWrite) {}
-func (l *loneActor) WriteFinal(*cell.FinalWrite) {}
-func (l *loneActor) Failed(error)                {}
-func (l *loneActor) Event(*cell.Event)           {}
+func (l *loneActor) PostCell(*cell.Post)             {}
+func (l *loneActor) WriteToken(*cell.TokenWrite)     {}
+func (l *loneActor) WriteGrant(*cell.GrantWrite)     {}
+func (l *loneActor) WriteFinal(*cell.FinalWrite)     {}
+func (l *loneActor) WriteHold(*cell.HoldWrite)       {}
+func (l *loneActor) WriteHoldAck(*cell.HoldAckWrite) {}
+func (l *loneActor) Failed(error)                    {}
+func (l *loneActor) Event(*cell.Event)               {}
 
 func (env *Env) newEngine(a *args) (string, error) {
 	cfg := cell.Config{Peer: "P", Paths: a.int("paths", 2), MTU: 4096, CellSize: a.size("cell", 16<<10),

@@ -49,9 +49,13 @@ const (
 	MsgToken
 	MsgGrant
 	MsgFinal
+	MsgHold
+	MsgHoldAck
 )
 
-func (k MsgKind) String() string { return [...]string{"cell", "token", "grant", "final"}[k] }
+func (k MsgKind) String() string {
+	return [...]string{"cell", "token", "grant", "final", "hold", "hold-ack"}[k]
+}
 
 // wrCopy is a posted send request as the RNIC keeps it: the engine may
 // reuse its storage once posted.
@@ -70,11 +74,16 @@ type Msg struct {
 	Kind MsgKind
 	From *End
 	Path int
-	// Cell is a cell's id; Token, Grant and Final the records.
-	Cell  uint32
-	Token cell.Token
-	Grant cell.Grant
-	Final cell.Final
+	// Cell is a cell's id, Tail its range's tail if the cell carries it;
+	// Token, Grant, Final, Hold and Ack the records.
+	Cell    uint32
+	Tail    cell.Tail
+	HasTail bool
+	Token   cell.Token
+	Grant   cell.Grant
+	Final   cell.Final
+	Hold    cell.Hold
+	Ack     cell.HoldAck
 	// Size is the bytes it puts on the link.
 	Size   int64
 	epoch  int
@@ -413,6 +422,10 @@ func (a *actor) PostCell(p *cell.Post) {
 		m.Size += int64(w.n)
 	}
 	en.Posts = append(en.Posts, PostRec{f.Now, p.Path, p.Cell, m.Size})
+	if p.Tail != nil {
+		m.Tail, m.HasTail = *p.Tail, true
+		m.Size += cell.TailSize
+	}
 	f.send(m)
 	if f.Opts.Ring {
 		r := &en.paths[p.Path].Tokens
@@ -438,6 +451,16 @@ func (a *actor) WriteGrant(g *cell.GrantWrite) {
 func (a *actor) WriteFinal(fw *cell.FinalWrite) {
 	en := (*End)(a)
 	en.f.send(&Msg{Kind: MsgFinal, From: en, Path: fw.Path, Final: fw.Final, Size: cell.FinalSize})
+}
+
+func (a *actor) WriteHold(h *cell.HoldWrite) {
+	en := (*End)(a)
+	en.f.send(&Msg{Kind: MsgHold, From: en, Path: h.Path, Hold: h.Hold, Size: cell.HoldSize})
+}
+
+func (a *actor) WriteHoldAck(h *cell.HoldAckWrite) {
+	en := (*End)(a)
+	en.f.send(&Msg{Kind: MsgHoldAck, From: en, Path: h.Path, Ack: h.Ack, Size: cell.HoldSize})
 }
 
 // Failed: the connection failed, and the driver closes every QP, which
@@ -596,6 +619,11 @@ func (f *Fabric) deliver(m *Msg) {
 	switch m.Kind {
 	case MsgCell:
 		for _, w := range m.wrs {
+			if w.op == verbs.OpWriteImm && m.HasTail {
+				// The tail is written within the chain, before the
+				// WRITE_WITH_IMM that signals the cell.
+				f.inputf(to, func(e *cell.Engine) { e.Tail(f.Now, m.Tail) }, "tail path=%d %s", q, bind.Tail(m.Tail))
+			}
 			f.write(m.From, to, q, w)
 		}
 	case MsgToken:
@@ -610,6 +638,10 @@ func (f *Fabric) deliver(m *Msg) {
 		f.inputf(to, func(e *cell.Engine) { e.Grant(f.Now, m.Grant) }, "grant path=%d %s", q, bind.Grant(m.Grant))
 	case MsgFinal:
 		f.inputf(to, func(e *cell.Engine) { e.Final(f.Now, m.Final) }, "final path=%d %s", q, bind.Final(m.Final))
+	case MsgHold:
+		f.inputf(to, func(e *cell.Engine) { e.Hold(f.Now, m.Hold) }, "hold path=%d seq=%d", q, m.Hold.Seq)
+	case MsgHoldAck:
+		f.inputf(to, func(e *cell.Engine) { e.HoldAck(f.Now, m.Ack) }, "hold-ack path=%d %s", q, bind.HoldAck(m.Ack))
 	}
 }
 
@@ -646,9 +678,13 @@ func (f *Fabric) write(from, to *End, q int, w wrCopy) {
 	}
 	to.lagged[q] = append(to.lagged[q], read)
 	f.at(f.Now+f.Opts.CQLag, func() {
+		// The oldest arrival not read yet, which need not be this one: a
+		// reset reads every arrival at once (readArrivals). A CQ hands
+		// each completion out once, in order.
 		if len(to.lagged[q]) > 0 {
+			fn := to.lagged[q][0]
 			to.lagged[q] = to.lagged[q][1:]
-			read()
+			fn()
 		}
 	})
 }

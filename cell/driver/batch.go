@@ -86,6 +86,24 @@ func (a *actor) WriteFinal(f *cell.FinalWrite) {
 	}
 }
 
+func (a *actor) WriteHold(h *cell.HoldWrite) {
+	c := (*Conn)(a)
+	if h.Slot < c.lay.ranges {
+		st := c.lay.stHoldOff(h.Path, h.Slot)
+		cell.PutHold(c.stage[st:], h.Hold)
+		c.writeRecordLocked(h.Path, st, cell.HoldSize, c.lay.holdOff(h.Slot), wrWatched|wrBell)
+	}
+}
+
+func (a *actor) WriteHoldAck(h *cell.HoldAckWrite) {
+	c := (*Conn)(a)
+	if h.Slot < c.lay.ranges {
+		st := c.lay.stAckOff(h.Path, h.Slot)
+		cell.PutHoldAck(c.stage[st:], h.Ack)
+		c.writeRecordLocked(h.Path, st, cell.HoldSize, c.lay.ackOff(h.Slot), wrWatched|wrBell)
+	}
+}
+
 // Failed closes every QP before the failed ranges are handed back, so
 // that nothing lands in them after.
 func (a *actor) Failed(err error) { (*Conn)(a).failLocked(err) }
@@ -104,11 +122,45 @@ func (c *Conn) postCellLocked(post *cell.Post) {
 		return
 	}
 	p.Tokens.Posted(post.Cell)
-	if _, err := p.qp.PostSend(post.WR); err != nil {
+	head := post.WR
+	if t := post.Tail; t != nil && int(t.Seq&uint32(c.lay.ranges-1)) < c.lay.ranges {
+		head = c.spliceTailLocked(post)
+	}
+	if _, err := p.qp.PostSend(head); err != nil {
 		c.postFailedLocked(p, err)
 		return
 	}
 	c.counters.cells++
+}
+
+// spliceTailLocked links a WRITE of the range's tail into the cell's
+// chain, just before its WRITE_WITH_IMM, and returns the chain's head. The
+// engine rebuilds a chain for every post, so the link it changes in the
+// engine's storage is never reused as it is; the provider copies the
+// requests when they are posted, so one request of the connection's does
+// for every tail.
+func (c *Conn) spliceTailLocked(post *cell.Post) *verbs.SendWR {
+	slot := int(post.Tail.Seq & uint32(c.lay.ranges-1))
+	st := c.lay.stTailOff(post.Path, slot)
+	cell.PutTail(c.stage[st:], *post.Tail)
+	p := c.paths[post.Path]
+	p.writes++
+	c.tailSGE[0] = verbs.SGE{Addr: c.stageAddr + uint64(st), Length: cell.TailSize, LKey: c.stageMR.LKey()}
+	c.tailWR = verbs.SendWR{
+		ID:         recordWRID(post.Path, p.writes),
+		Opcode:     verbs.OpWrite,
+		SGL:        c.tailSGE[:],
+		RemoteAddr: c.peerRing.Addr + uint64(c.lay.tailOff(slot)),
+		RKey:       c.peerRing.RKey,
+	}
+	head := post.WR
+	if head.Opcode == verbs.OpWriteImm {
+		c.tailWR.Next = head
+		return &c.tailWR
+	}
+	c.tailWR.Next = head.Next
+	head.Next = &c.tailWR
+	return head
 }
 
 // writeRecordLocked writes n bytes staged at offset st into the peer's

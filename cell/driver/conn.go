@@ -89,6 +89,10 @@ type Conn struct {
 	early []verbs.WC
 	wr    verbs.SendWR // scratch for ring writes
 	sge   [1]verbs.SGE
+	// tailWR is the WRITE of a range's tail spliced into its last cell's
+	// chain (spliceTailLocked).
+	tailWR  verbs.SendWR
+	tailSGE [1]verbs.SGE
 }
 
 // path is one data QP and the driver's state of it, guarded by Conn.mu

@@ -148,8 +148,14 @@ func TestUnresettablePathDeclaredDead(t *testing.T) {
 func TestPeerAborts(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			pr := newPair(t, p, testConfig())
+			cfg := testConfig()
+			cfg.Engine.MinSoftTimeout = 5 * time.Second
+			cfg.Policy = "spray" // every range puts a cell on path 0
+			pr := newPair(t, p, cfg)
 			ctx := bounded(t)
+			// Path 0 holds what it is given: no range can finish before
+			// the abort.
+			pr.a.qp(0).Inject(fault.Fault{Kind: fault.Stall})
 			sends, recvs := inFlight(t, pr.a, pr.b, 8, 4<<20)
 			reason := errors.New("the job is being torn down")
 			pr.b.conn.Abort(reason)

@@ -10,8 +10,8 @@ import (
 // two regions:
 //
 //   - the rings, which the peer writes with one-sided WRITEs: a token ring
-//     per path (Window slots each), the grant ring and the final ring
-//     (MaxRanges slots each), in that order;
+//     per path (Window slots each), then the grant, final, tail, hold and
+//     hold-ack rings (MaxRanges slots each), in that order;
 //   - the staging area, local only: the records this end writes are
 //     encoded there first, one slot per path and ring slot, and the send
 //     and receive buffers of each lane of the control channel.
@@ -29,13 +29,13 @@ import (
 type layout struct {
 	paths, window, ranges, lanes int
 
-	tokens, grants, finals int // offsets in the ring region
-	ringLen                int
+	tokens, grants, finals, tails, holds, acks int // offsets in the ring region
+	ringLen                                    int
 
-	stTokens, stGrants, stFinals int // offsets in the staging region
-	ctlSend, ctlRecv             int
-	ctlSlots                     int // per lane
-	stageLen                     int
+	stTokens, stGrants, stFinals, stTails, stHolds, stAcks int // offsets in the staging region
+	ctlSend, ctlRecv                                       int
+	ctlSlots                                               int // per lane
+	stageLen                                               int
 
 	stageOff, total int // the staging region within the allocation
 }
@@ -49,13 +49,19 @@ func newLayout(paths, window, ranges int) layout {
 	l.tokens = 0
 	l.grants = l.tokens + paths*window*cell.TokenSize
 	l.finals = l.grants + ranges*cell.GrantSize
-	l.ringLen = l.finals + ranges*cell.FinalSize
+	l.tails = l.finals + ranges*cell.FinalSize
+	l.holds = l.tails + ranges*cell.TailSize
+	l.acks = l.holds + ranges*cell.HoldSize
+	l.ringLen = l.acks + ranges*cell.HoldSize
 
 	l.ctlSlots = 2*paths + 8
 	l.stTokens = 0
 	l.stGrants = l.stTokens + paths*window*cell.TokenSize
 	l.stFinals = l.stGrants + paths*ranges*cell.GrantSize
-	l.ctlSend = l.stFinals + paths*ranges*cell.FinalSize
+	l.stTails = l.stFinals + paths*ranges*cell.FinalSize
+	l.stHolds = l.stTails + paths*ranges*cell.TailSize
+	l.stAcks = l.stHolds + paths*ranges*cell.HoldSize
+	l.ctlSend = l.stAcks + paths*ranges*cell.HoldSize
 	l.ctlRecv = l.ctlSend + l.lanes*l.ctlSlots*ctlMsgSize
 	l.stageLen = l.ctlRecv + l.lanes*l.ctlSlots*ctlMsgSize
 
@@ -72,6 +78,24 @@ func (l *layout) tokenOff(path, slot int) int {
 func (l *layout) grantOff(slot int) int { return l.grants + slot*cell.GrantSize }
 
 func (l *layout) finalOff(slot int) int { return l.finals + slot*cell.FinalSize }
+
+func (l *layout) tailOff(slot int) int { return l.tails + slot*cell.TailSize }
+
+func (l *layout) holdOff(slot int) int { return l.holds + slot*cell.HoldSize }
+
+func (l *layout) ackOff(slot int) int { return l.acks + slot*cell.HoldSize }
+
+func (l *layout) stTailOff(path, slot int) int {
+	return l.stTails + (path*l.ranges+slot)*cell.TailSize
+}
+
+func (l *layout) stHoldOff(path, slot int) int {
+	return l.stHolds + (path*l.ranges+slot)*cell.HoldSize
+}
+
+func (l *layout) stAckOff(path, slot int) int {
+	return l.stAcks + (path*l.ranges+slot)*cell.HoldSize
+}
 
 func (l *layout) stTokenOff(path, slot int) int {
 	return l.stTokens + (path*l.window+slot)*cell.TokenSize

@@ -65,46 +65,43 @@ func (c *Conn) tokensFoundLocked(now int64, p *path, found bool) bool {
 	return found
 }
 
-// pollGrantsLocked feeds the grants that arrived. The peer writes a
-// grant's slot again only after this end has used the grant before, so
-// grants not polled while no send is outstanding wait safely.
-func (c *Conn) pollGrantsLocked(now int64) bool {
+// pollSlots feeds e every record found in the n slots of size bytes at
+// off(slot) of the ring region, clearing each slot it decodes. The peer
+// writes a slot again only after this end has used the record before, so
+// records not polled while nothing waits for them wait safely.
+func pollSlots[T any](c *Conn, now int64, off func(int) int, size int, read func([]byte) (T, bool), feed func(int64, T)) bool {
 	work := false
 	for s := range c.lay.ranges {
-		off := c.lay.grantOff(s)
-		b := c.ring[off : off+cell.GrantSize]
-		if zero16(b) && zero16(b[16:]) {
+		o := off(s)
+		b := c.ring[o : o+size]
+		if zeroRecord(b) {
 			continue
 		}
-		g, ok := cell.ReadGrant(b)
+		rec, ok := read(b)
 		if !ok {
 			continue
 		}
 		clear(b)
-		c.eng.Grant(now, g)
+		feed(now, rec)
 		c.fed, work = true, true
 	}
 	return work
 }
 
-// pollFinalsLocked feeds the finals that arrived.
-func (c *Conn) pollFinalsLocked(now int64) bool {
-	work := false
-	for s := range c.lay.ranges {
-		off := c.lay.finalOff(s)
-		b := c.ring[off : off+cell.FinalSize]
-		if zero16(b) {
-			continue
+// pollGrantsLocked feeds the grants that arrived.
+func (c *Conn) pollGrantsLocked(now int64) bool {
+	return pollSlots(c, now, c.lay.grantOff, cell.GrantSize, cell.ReadGrant, c.eng.Grant)
+}
+
+// zeroRecord reports whether a record slot, a multiple of 8 bytes, holds
+// nothing.
+func zeroRecord(b []byte) bool {
+	for i := 0; i < len(b); i += 8 {
+		if binary.LittleEndian.Uint64(b[i:]) != 0 {
+			return false
 		}
-		f, ok := cell.ReadFinal(b)
-		if !ok {
-			continue
-		}
-		clear(b)
-		c.eng.Final(now, f)
-		c.fed, work = true, true
 	}
-	return work
+	return true
 }
 
 // pollRingsLocked polls every ring where a record can be expected.
@@ -115,10 +112,26 @@ func (c *Conn) pollRingsLocked(now int64) bool {
 			work = true
 		}
 	}
-	if c.ops.sends > 0 && c.pollGrantsLocked(now) {
-		work = true
+	if c.ops.sends > 0 {
+		if c.pollGrantsLocked(now) {
+			work = true
+		}
+		if pollSlots(c, now, c.lay.ackOff, cell.HoldSize, cell.ReadHoldAck, c.eng.HoldAck) {
+			work = true
+		}
 	}
-	if c.ops.recvs > 0 && c.pollFinalsLocked(now) {
+	if c.ops.recvs > 0 {
+		l := &c.lay
+		if pollSlots(c, now, l.finalOff, cell.FinalSize, cell.ReadFinal, c.eng.Final) {
+			work = true
+		}
+		if pollSlots(c, now, l.tailOff, cell.TailSize, cell.ReadTail, c.eng.Tail) {
+			work = true
+		}
+	}
+	// A hold may come for a range handed back already, whatever this end
+	// has posted since.
+	if pollSlots(c, now, c.lay.holdOff, cell.HoldSize, cell.ReadHold, c.eng.Hold) {
 		work = true
 	}
 	return work
