@@ -9,15 +9,17 @@
 // nothing else: no goroutines, no clock, no I/O, no randomness. Like
 // etcd's raft it takes inputs and accumulates outputs:
 //
-//   - inputs: Send and Recv (the application's ranges), Grant, Token and
-//     Final (records the peer wrote into this end's rings), Completion
+//   - inputs: Send and Recv (the application's ranges), Grant, Token,
+//     Final, Tail, Hold and HoldAck (records the peer wrote into this
+//     end's rings), Completion
 //     (work completions polled from the paths' CQs), PathFailed,
 //     PathQuiet, PathReset and PathDead (the driver's reports on its
 //     QPs), and Tick;
 //     each takes the current time in nanoseconds;
 //   - outputs, drained with Ready: receive chains to post, paths to reset,
-//     cell chains to post, tokens, grants and finals to write into the
-//     peer's rings, range events, and the deadline of the next Tick.
+//     cell chains to post (a range's last with its tail), tokens, grants,
+//     finals, holds and hold acks to write into the peer's rings, range
+//     events, and the deadline of the next Tick.
 //
 // A driver binds an engine to real QPs, a clock and the three rings (see
 // Ready for the order in which it acts on a batch); a network simulator
@@ -118,7 +120,9 @@
 // still write it). On its side the receiver holds a range whose final
 // arrives while any of its own paths is down, until that path is quiet
 // here too, so that its memory never depends on the other end's
-// bookkeeping alone.
+// bookkeeping alone. A range handed back on its tail needs neither: no
+// cell of it had a second copy (see "One trip"), and every first copy has
+// landed.
 //
 // Tokens need the same care in the other direction. A token proves that
 // its copy, and every copy posted before it on the same QP incarnation,
@@ -130,7 +134,7 @@
 // posted in (every give-up starts one), and an arrival on an incarnation
 // that is gone is not answered: its copy was given up and is sent again.
 //
-// # Flow control and finals
+// # Flow control
 //
 // The sender writes only where, and as much as, the receiver allows. The
 // receiver's memory is granted range by range: Recv emits a Grant (address,
@@ -147,16 +151,43 @@
 // an acknowledgement, not a permission: it never lets the sender write
 // more memory than was granted.
 //
-// A receive range is handed back on its Final, which the sender writes
-// (into the receiver's final ring) once every cell of the range has
-// landed and no copy of any of them can land any more. The receiver cannot
-// decide this alone: after a lost token the sender re-sends a cell the
-// receiver already has, so "all bytes are here" does not mean "nothing
-// more will be written".
+// # One trip: tails and holds
 //
-// Grants and finals ride RC like everything else and are lost only with
-// their path; whenever a path fails or comes back, the engine writes again
-// every grant not yet used up and every final the receiver may not have
-// seen. The records are idempotent, and Put/Read functions fix their
-// layout in the rings.
+// A receive range is handed back as soon as every cell of it has landed,
+// one trip after its last cell was posted. The receiver does not know by
+// itself which cells make up a range, so the chain of a range's last cell
+// carries its Tail (sequence number, length, first cell id and count),
+// written into the receiver's tail ring before the cell's WRITE_WITH_IMM:
+// when the last cell arrives, its tail is there. The range is complete
+// once every id up to its last has arrived (the receiver keeps the oldest
+// id not seen yet). No final follows.
+//
+// "All bytes are here" means "nothing more will be written" only if the
+// sender never writes a cell twice behind the receiver's back, and after a
+// lost token or a slow path it must. So a tail is a promise: before a cell
+// of a tailed range goes again, the sender writes a Hold and waits for its
+// HoldAck. A receiver that has the range whole already answers done (the
+// sender then takes every cell of it as landed and writes nothing again);
+// otherwise it holds the range, ignores its tail, and hands it back on the
+// sender's Final, as below. A range a cell of which went back to the
+// re-post queue before its last was cut gets no tail and ends the same
+// way. Only recovery pays the extra round trip.
+//
+// # Finals
+//
+// A range without a tail, or one held, is handed back on its Final, which
+// the sender writes (into the receiver's final ring) once every cell of
+// the range has landed and no copy of any of them can land any more. The
+// receiver cannot decide this alone: after a lost token the sender
+// re-sends a cell the receiver already has, so "all bytes are here" does
+// not mean "nothing more will be written". A range whose hold is still
+// unanswered when its last token comes ends with a final too.
+//
+// Grants, finals, holds and hold acks ride RC like everything else and
+// are lost only with their path; whenever a path fails or comes back, the
+// engine writes again every grant not yet used up, every final the
+// receiver may not have seen and every hold not yet answered (a hold ack
+// lost with its path is written again when the sender asks again). The
+// records are idempotent, and Put/Read functions fix their layout in the
+// rings.
 package cell

@@ -13,10 +13,11 @@ import (
 
 // Random configurations, traffic both ways and faults (delays, lost and
 // duplicated tokens, NACKs, failed requests, paths dying mid-cell or for
-// good, late copies, duplicated grants and finals, arrivals read late,
-// tokens posted into a path's next incarnation) never corrupt delivery: every range ends exactly once at each end, delivered intact
-// or failed, never both; no write lands outside granted, engine-owned
-// memory; no WRITE_WITH_IMM finds its receive queue empty; nothing hangs.
+// good, late copies, duplicated grants, finals, holds and hold acks,
+// arrivals read late, tokens posted into a path's next incarnation) never
+// corrupt delivery: every range ends exactly once at each end, delivered
+// intact or failed; no write lands outside granted, engine-owned memory;
+// no WRITE_WITH_IMM finds its receive queue empty; nothing hangs.
 func TestRandomFaultsNeverCorruptDelivery(t *testing.T) {
 	seeds := 200
 	if testing.Short() || raceEnabled {
@@ -25,12 +26,42 @@ func TestRandomFaultsNeverCorruptDelivery(t *testing.T) {
 	for seed := range uint64(seeds) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()
-			runRandom(t, seed)
+			runRandom(t, seed, broadMix)
 		})
 	}
 }
 
-func runRandom(t *testing.T, seed uint64) {
+// The same, aimed at the one-trip path: mostly ranges of one or two cells,
+// each handed back on its tail, with tokens lost and cells late often
+// enough that most ranges are held after their tail went out, and resets
+// in the middle of ranges. A range handed back on its tail must never
+// see a write after; one held must wait for its final.
+func TestRandomFaultsOnOneTripRanges(t *testing.T) {
+	seeds := 200
+	if testing.Short() || raceEnabled {
+		seeds = 60
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel()
+			runRandom(t, 1_000_000+seed, oneTripMix)
+		})
+	}
+}
+
+// faultMix is what a random run draws its traffic and faults from.
+type faultMix struct {
+	maxRange            int     // bytes, exclusive
+	tokenDrop, cellLate float64 // chances per message
+	lateBy              int     // µs, exclusive
+}
+
+var (
+	broadMix   = faultMix{maxRange: 300 << 10, tokenDrop: 0.01, cellLate: 0.005, lateBy: 1500}
+	oneTripMix = faultMix{maxRange: 24 << 10, tokenDrop: 0.05, cellLate: 0.03, lateBy: 2000}
+)
+
+func runRandom(t *testing.T, seed uint64, mix faultMix) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	o := defaultOpts(1 + rng.IntN(4))
 	o.Config.RecvDepth = 1 + rng.IntN(8)
@@ -89,14 +120,14 @@ func runRandom(t *testing.T, seed uint64) {
 		var v verdict
 		switch m.Kind {
 		case celltest.MsgToken:
-			v.Drop, v.Dup, v.NACK = p(0.01), p(0.03), p(0.001*harsh)
+			v.Drop, v.Dup, v.NACK = p(mix.tokenDrop), p(0.03), p(0.001*harsh)
 			if p(0.05) {
 				v.Delay = int64(rng.IntN(100)) * us
 			}
 		case celltest.MsgCell:
 			v.Fail, v.Partial = p(0.001*harsh), p(0.001*harsh)
-			if p(0.005 * harsh) {
-				v.Delay = int64(rng.IntN(1500)) * us // a late copy
+			if p(mix.cellLate * harsh) {
+				v.Delay = int64(rng.IntN(mix.lateBy)) * us // a late copy
 			}
 		default:
 			v.Dup = p(0.1)
@@ -111,7 +142,7 @@ func runRandom(t *testing.T, seed uint64) {
 		f.At(at, func() { f.Kill(q, permanent) })
 	}
 	for range 5 + rng.IntN(25) {
-		from, n, recvFirst := rng.IntN(2), int64(rng.IntN(300<<10)), rng.IntN(2) == 0
+		from, n, recvFirst := rng.IntN(2), int64(rng.IntN(mix.maxRange)), rng.IntN(2) == 0
 		at := int64(rng.IntN(15)) * ms
 		f.At(at, func() { f.Transfer(from, n, recvFirst) })
 	}
@@ -119,8 +150,12 @@ func runRandom(t *testing.T, seed uint64) {
 	settle(t, f)
 	requireClean(t, f)
 	for _, x := range f.Xfers {
-		if x.Recv[0].Err == nil {
-			require.NoError(t, x.Sent[0].Err, "tag %d delivered although its sender failed it", x.Tag)
+		// A range handed back on its tail may be delivered while its
+		// tokens were lost with the connection: the sender then fails it
+		// for want of paths, as TCP does data whose acknowledgement a
+		// reset lost. It must not fail for anything else.
+		if x.Recv[0].Err == nil && x.Sent[0].Err != nil {
+			require.ErrorIs(t, x.Sent[0].Err, cell.ErrNoPath, "tag %d delivered although its sender failed it", x.Tag)
 		}
 	}
 }

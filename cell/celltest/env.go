@@ -45,7 +45,7 @@ import (
 //	fail-cell [path=P] [count=N]      a failed completion at the sender
 //	cut-cell path=P [after=T] [permanent]
 //	    the cell's first request lands, then the path dies silently
-//	slow [path=P] [kind=cell|token|grant|final] by=T [count=N]
+//	slow [path=P] [kind=cell|token|grant|final|hold|hold-ack] by=T [count=N]
 //	    delays messages; those behind them on the link wait (RC order)
 //	kill path=P [permanent] [at=T]   the path drops everything from then
 //	hold path=P [from=A|B]    what the end posts on the path waits there,

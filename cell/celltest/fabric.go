@@ -150,6 +150,9 @@ type End struct {
 	// into it, in order (for scripts that feed arrivals by hand).
 	incarn [][][]uint64
 	lagged [][]func() // arrivals not yet read, per path (Options.CQLag)
+	// back is, per path, the news of a reset done that this end has not
+	// heard yet (Options.RecvResetLag).
+	back []*backNews
 	held   [][]*Msg   // tokens waiting for the next incarnation
 	ticks  map[int64]bool
 	// the application: ranges it sends and receives, in order, and those
@@ -306,7 +309,7 @@ func New(o Options) (*Fabric, error) {
 			paths:   make([]bind.Path, o.Paths),
 			recvIDs: make([][]uint64, o.Paths), qpErr: make([]bool, o.Paths), refill: make([]int, o.Paths),
 			refillIDs: make([][]uint64, o.Paths), incarn: make([][][]uint64, o.Paths),
-			lagged: make([][]func(), o.Paths), held: make([][]*Msg, o.Paths),
+			lagged: make([][]func(), o.Paths), held: make([][]*Msg, o.Paths), back: make([]*backNews, o.Paths),
 			ticks: map[int64]bool{}, TokensFor: map[uint32]int{}}
 		window := e.Config().Window
 		for q := range en.paths {
@@ -707,6 +710,7 @@ func (f *Fabric) owned(en *End, addr uint64, n int64, send bool) bool {
 // the script says so, Options.ManualResets).
 func (f *Fabric) startReset(en *End, q int) {
 	c := f.Ctl[q]
+	en.hearBack(q)
 	en.qpErr[q] = true
 	en.recvIDs[q] = nil
 	en.paths[q].StartReset()
@@ -720,6 +724,7 @@ func (f *Fabric) startReset(en *End, q int) {
 		if c.epoch != epoch {
 			return
 		}
+		peer.hearBack(q)
 		peer.qpErr[q] = true
 		peer.recvIDs[q] = nil
 		peer.paths[q].StartReset()
@@ -794,10 +799,35 @@ func (f *Fabric) finishReset(q int) {
 		if en.idx == 1 {
 			lag = f.Opts.RecvResetLag
 		}
-		f.at(f.Now+lag, func() {
+		b := &backNews{}
+		b.hear = func() {
+			if b.heard {
+				return
+			}
+			b.heard = true
+			if en.back[q] == b {
+				en.back[q] = nil
+			}
 			f.readArrivals(en, q)
 			f.inputf(en, func(e *cell.Engine) { en.paths[q].Back(f.Now, e, q) }, "reset-done path=%d", q)
-		})
+		}
+		en.back[q] = b
+		f.at(f.Now+lag, b.hear)
+	}
+}
+
+// backNews is an end's news that a reset of a path is done.
+type backNews struct {
+	hear  func()
+	heard bool
+}
+
+// hearBack tells the end a reset of path q is done if it has not heard
+// yet: a driver hears of one reset before it is asked for the next, since
+// the resets of a path are one after the other at both ends.
+func (en *End) hearBack(q int) {
+	if b := en.back[q]; b != nil {
+		b.hear()
 	}
 }
 
