@@ -152,9 +152,9 @@ type End struct {
 	lagged [][]func() // arrivals not yet read, per path (Options.CQLag)
 	// back is, per path, the news of a reset done that this end has not
 	// heard yet (Options.RecvResetLag).
-	back []*backNews
-	held   [][]*Msg   // tokens waiting for the next incarnation
-	ticks  map[int64]bool
+	back  []*backNews
+	held  [][]*Msg // tokens waiting for the next incarnation
+	ticks map[int64]bool
 	// the application: ranges it sends and receives, in order, and those
 	// waiting for a slot (ErrBusy)
 	sends, recvs       []*Xfer
