@@ -59,6 +59,8 @@ type sender struct {
 	seq                 uint32 // sequence number of the next Send
 	oldest              uint32 // oldest range without its Event
 	cutSeq              uint32 // the range being cut into cells
+	// asked counts the ranges waiting for the answer to a hold.
+	asked int
 	// maxGrant is the highest grant sequence number seen, if anyGrant.
 	maxGrant uint32
 	anyGrant bool
@@ -211,6 +213,9 @@ func (e *Engine) maybeFinish(r *sendRange) {
 func (e *Engine) finishSend(r *sendRange, status FinalStatus, err error) {
 	s := &e.snd
 	r.active = false
+	if r.hold == holdAsked {
+		s.asked-- // the answer no longer matters
+	}
 	ev := Event{Kind: Sent, Tag: r.Tag, Len: r.Len}
 	if err != nil {
 		ev.Len = 0
@@ -277,6 +282,7 @@ func (e *Engine) requeue(c *cell) {
 		r.rescued = true
 	case r.hold == holdNone:
 		r.hold = holdAsked
+		e.snd.asked++
 		e.stats.Holds++
 		e.writeHold(r)
 	}
@@ -305,6 +311,10 @@ func (e *Engine) mayRepost(c *cell) bool {
 	return !r.tailed || r.hold == holdHeld
 }
 
+// Holding reports whether a hold is waiting for its answer: a driver that
+// polls its rings looks at the hold-ack ring only then.
+func (e *Engine) Holding() bool { return e.snd.asked > 0 }
+
 // HoldAck feeds a hold ack polled from the hold-ack ring. Duplicates and
 // stale records are ignored.
 func (e *Engine) HoldAck(now int64, a HoldAck) {
@@ -317,6 +327,7 @@ func (e *Engine) HoldAck(now int64, a HoldAck) {
 	if !r.active || r.seq != a.Seq || r.hold != holdAsked {
 		return
 	}
+	s.asked--
 	if !a.Done {
 		r.hold = holdHeld
 		e.pump()

@@ -80,9 +80,14 @@ type Conn struct {
 	// landed is set, without c.mu, when the provider reports a record
 	// landed in the rings (see onLanded); landings counts them. inWait
 	// says the progress goroutine waits in the CQ.
-	landed   atomic.Bool
-	inWait   atomic.Bool
-	landings atomic.Uint64
+	landed atomic.Bool
+	// tailsDue says an arrival was fed since the tail ring was last read
+	// (a range's tail lands before its last cell's arrival); holdsDue that
+	// a bell or a landing came, or a keepalive is due, since the hold ring
+	// was.
+	tailsDue, holdsDue bool
+	inWait             atomic.Bool
+	landings           atomic.Uint64
 
 	wcs, waitWCs []verbs.WC
 	// early holds completions the probe saw that were not its own.

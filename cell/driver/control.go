@@ -43,9 +43,10 @@ const (
 	msgDead
 	// msgBye: the sender is closing the connection.
 	msgBye
-	// msgBell: a final the sender wrote has landed. It is not numbered
-	// and carries nothing: it wakes a receiver that parked (see
-	// progress.go), and the final is in place by the time it arrives.
+	// msgBell: a final, hold or hold ack the sender wrote has landed. It
+	// is not numbered and carries nothing: it wakes a receiver that parked
+	// (see progress.go), and the record is in place by the time it
+	// arrives.
 	msgBell
 	// msgCtlDown never travels: it tells reset workers that the control
 	// channel failed.
@@ -223,7 +224,7 @@ func (c *Conn) postCtlLocked(l *lane, m ctlMsg) {
 	}
 }
 
-// ringBellLocked tells the peer that a final has landed, on the first
+// ringBellLocked tells the peer that a final, hold or hold ack has landed, on the first
 // lane with a free send slot. A lane with none has messages on their way,
 // which wake the peer as well; a bell is never queued.
 func (c *Conn) ringBellLocked() {
@@ -293,7 +294,8 @@ func (c *Conn) ctlCompletionLocked(now int64, l *lane, wc *verbs.WC) {
 		return
 	}
 	if m.kind == msgBell {
-		return // it woke the progress goroutine: all it is for
+		c.holdsDue = true // a final, a hold or a hold ack landed
+		return
 	}
 	if m.seq != c.ctl.next {
 		return // a slower lane's copy of a message taken already

@@ -57,12 +57,13 @@ func (c *Conn) run() {
 	last := time.Now()
 	backoff := minBackoff
 	for {
-		c.landed.Store(false) // the step below looks at the rings
+		landed := c.landed.Swap(false) // the step below looks at the rings
 		c.mu.Lock()
 		if c.err != nil {
 			c.mu.Unlock()
 			return
 		}
+		c.holdsDue = c.holdsDue || landed
 		work := c.stepLocked()
 		work = work || c.kicked
 		c.kicked = false
@@ -147,6 +148,7 @@ func (c *Conn) stepLocked() bool {
 	if now >= c.nextKeepalive && c.ops.live() > 0 && c.err == nil {
 		c.nextKeepalive = now + int64(keepaliveIdle)/4
 		c.keepaliveLocked(now)
+		c.holdsDue = true
 	}
 	if c.err == nil {
 		c.watchRecordsLocked(now)
@@ -186,6 +188,7 @@ func (c *Conn) completionsLocked(now int64, wcs []verbs.WC) {
 		}
 		_ = c.eng.Completion(now, q, *wc)
 		c.fed = true
+		c.tailsDue = c.tailsDue || wc.Opcode == verbs.OpRecvWriteImm
 		c.counters.completions++
 	}
 }

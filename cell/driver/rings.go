@@ -65,14 +65,16 @@ func (c *Conn) tokensFoundLocked(now int64, p *path, found bool) bool {
 	return found
 }
 
-// pollSlots feeds e every record found in the n slots of size bytes at
-// off(slot) of the ring region, clearing each slot it decodes. The peer
-// writes a slot again only after this end has used the record before, so
-// records not polled while nothing waits for them wait safely.
-func pollSlots[T any](c *Conn, now int64, off func(int) int, size int, read func([]byte) (T, bool), feed func(int64, T)) bool {
+// pollSlots feeds the engine every record found in the MaxRanges slots
+// of size bytes from offset base of the ring region, clearing each slot
+// it decodes. The peer writes a slot again only after this end has used
+// the record before, so records not polled while nothing waits for them
+// wait safely. read and feed are plain functions (a method expression
+// for feed), so that a poll allocates nothing.
+func pollSlots[T any](c *Conn, now int64, base, size int, read func([]byte) (T, bool), feed func(*cell.Engine, int64, T)) bool {
 	work := false
 	for s := range c.lay.ranges {
-		o := off(s)
+		o := base + s*size
 		b := c.ring[o : o+size]
 		if zeroRecord(b) {
 			continue
@@ -82,7 +84,7 @@ func pollSlots[T any](c *Conn, now int64, off func(int) int, size int, read func
 			continue
 		}
 		clear(b)
-		feed(now, rec)
+		feed(c.eng, now, rec)
 		c.fed, work = true, true
 	}
 	return work
@@ -90,7 +92,7 @@ func pollSlots[T any](c *Conn, now int64, off func(int) int, size int, read func
 
 // pollGrantsLocked feeds the grants that arrived.
 func (c *Conn) pollGrantsLocked(now int64) bool {
-	return pollSlots(c, now, c.lay.grantOff, cell.GrantSize, cell.ReadGrant, c.eng.Grant)
+	return pollSlots(c, now, c.lay.grants, cell.GrantSize, cell.ReadGrant, (*cell.Engine).Grant)
 }
 
 // zeroRecord reports whether a record slot, a multiple of 8 bytes, holds
@@ -112,27 +114,29 @@ func (c *Conn) pollRingsLocked(now int64) bool {
 			work = true
 		}
 	}
-	if c.ops.sends > 0 {
-		if c.pollGrantsLocked(now) {
-			work = true
-		}
-		if pollSlots(c, now, c.lay.ackOff, cell.HoldSize, cell.ReadHoldAck, c.eng.HoldAck) {
-			work = true
-		}
+	if c.ops.sends > 0 && c.pollGrantsLocked(now) {
+		work = true
 	}
-	if c.ops.recvs > 0 {
-		l := &c.lay
-		if pollSlots(c, now, l.finalOff, cell.FinalSize, cell.ReadFinal, c.eng.Final) {
-			work = true
-		}
-		if pollSlots(c, now, l.tailOff, cell.TailSize, cell.ReadTail, c.eng.Tail) {
+	l := &c.lay
+	if c.eng.Holding() && pollSlots(c, now, l.acks, cell.HoldSize, cell.ReadHoldAck, (*cell.Engine).HoldAck) {
+		work = true
+	}
+	if c.ops.recvs > 0 && pollSlots(c, now, l.finals, cell.FinalSize, cell.ReadFinal, (*cell.Engine).Final) {
+		work = true
+	}
+	if c.tailsDue {
+		c.tailsDue = false
+		if pollSlots(c, now, l.tails, cell.TailSize, cell.ReadTail, (*cell.Engine).Tail) {
 			work = true
 		}
 	}
 	// A hold may come for a range handed back already, whatever this end
-	// has posted since.
-	if pollSlots(c, now, c.lay.holdOff, cell.HoldSize, cell.ReadHold, c.eng.Hold) {
-		work = true
+	// has posted since; it is followed by a bell.
+	if c.holdsDue {
+		c.holdsDue = false
+		if pollSlots(c, now, l.holds, cell.HoldSize, cell.ReadHold, (*cell.Engine).Hold) {
+			work = true
+		}
 	}
 	return work
 }
