@@ -283,6 +283,10 @@ func (c *Conn) ctlCompletionLocked(now int64, l *lane, wc *verbs.WC) {
 		}
 		return
 	}
+	// A bell that found no free slot at the peer was left out for the
+	// messages under way, which wake this end as well: whatever arrives,
+	// a hold may have landed before it.
+	c.holdsDue = true
 	off := c.lay.ctlRecvOff(l.idx, slot)
 	m, err := decodeCtl(c.stage[off:off+min(int(wc.ByteLen), ctlMsgSize)], c.cfg.Paths, c.provider)
 	if err := c.postCtlRecvLocked(l, slot); err != nil {
@@ -294,8 +298,7 @@ func (c *Conn) ctlCompletionLocked(now int64, l *lane, wc *verbs.WC) {
 		return
 	}
 	if m.kind == msgBell {
-		c.holdsDue = true // a final, a hold or a hold ack landed
-		return
+		return // it woke the progress goroutine: all it is for
 	}
 	if m.seq != c.ctl.next {
 		return // a slower lane's copy of a message taken already
