@@ -53,7 +53,9 @@ func TestStoreServerAuth(t *testing.T) {
 	other := serveOther(t, wrong)
 	_, err = DialStore(ctx, other, testStoreSecret)
 	require.ErrorIs(t, err, ErrStoreAuth)
-	echo := listenRaw(t, func(c net.Conn) { _, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n" + string(make([]byte, 64)))) })
+	echo := listenRaw(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n" + string(make([]byte, 64))))
+	})
 	_, err = DialStore(ctx, echo, testStoreSecret)
 	require.ErrorIs(t, err, ErrStoreAuth)
 	assert.ErrorContains(t, err, "not an RDMACell store")
@@ -118,7 +120,9 @@ func TestStoreServerMalformedFrame(t *testing.T) {
 			return b
 		},
 		"length over the bound": func(*framer) []byte { return binary.BigEndian.AppendUint32(nil, maxFrame+1) },
-		"negative TTL":          func(fr *framer) []byte { return tagged(fr, appendFrameBody(nil, &frame{typ: reqGrant, id: 1, num: -1})) },
+		"negative TTL": func(fr *framer) []byte {
+			return tagged(fr, appendFrameBody(nil, &frame{typ: reqGrant, id: 1, num: -1}))
+		},
 	}
 	for name, frameOf := range cases {
 		t.Run(name, func(t *testing.T) {
