@@ -72,7 +72,13 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 // ParseArgs reads cellrun's command line, args without the program name,
 // into a Config. It returns ErrHelp for -h or --help, and an error matching
 // ErrUsage, naming the flag and its value, for a bad command line.
-func ParseArgs(args []string) (Config, error) {
+func ParseArgs(args []string) (Config, error) { return ParseArgsEnv(args, nil) }
+
+// ParseArgsEnv is ParseArgs that also takes, from the environment lookup
+// reads, what the command line leaves out when cellrun runs as a task of
+// a Slurm step: --nnodes, --node-rank, --job, node 0's etcd and the join
+// token (see slurm.go). Main passes os.LookupEnv; nil reads nothing.
+func ParseArgsEnv(args []string, lookup func(string) (string, bool)) (Config, error) {
 	var cfg Config
 	var raw flagValues
 	fs := newFlagSet(&cfg, &raw)
@@ -128,6 +134,11 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	if fs.Changed("debug") && cfg.Debug == "" {
 		return Config{}, &FlagError{Flag: "--debug", Value: "", Want: "want 1, or a comma-separated list of components"}
+	}
+	if lookup != nil {
+		if err := cfg.fromSlurm(fs.Changed, lookup); err != nil {
+			return Config{}, err
+		}
 	}
 	return cfg, nil
 }
