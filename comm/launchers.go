@@ -24,8 +24,8 @@ const (
 	// EnvSecretFile names the file holding the user's key, from which
 	// each job's secret is derived when RDMACELL_SECRET is not set
 	// (default: rdmacell/secret in the user's configuration directory,
-	// ~/.config/rdmacell/secret, made on first use). It must be readable
-	// by its owner only.
+	// ~/.config/rdmacell/secret). It is made on first use; it must be
+	// readable by its owner only.
 	EnvSecretFile = "RDMACELL_SECRET_FILE"
 )
 
@@ -83,16 +83,16 @@ func (r *envReader) placement(o *Options, p bootstrap.Placement) {
 // secretFile derives the job secret from the user's key file, for ranks
 // that no launcher of ours handed a secret.
 func (r *envReader) secretFile(o *Options) {
-	path, create := r.get(EnvSecretFile), false
+	path := r.get(EnvSecretFile)
 	if path == "" {
 		dir, err := os.UserConfigDir()
 		if err != nil {
 			r.fail(EnvSecretFile, "", "the file of the key job secrets are derived from: there is no configuration directory ("+err.Error()+")", true)
 			return
 		}
-		path, create = filepath.Join(dir, "rdmacell", "secret"), true
+		path = filepath.Join(dir, "rdmacell", "secret")
 	}
-	key, err := bootstrap.LoadSecretFile(path, create)
+	key, err := bootstrap.LoadSecretFile(path, true)
 	if err != nil {
 		r.fail(EnvSecretFile, path, "a file of 64 hexadecimal digits readable by its owner only (or set "+EnvSecret+"): "+err.Error(), false)
 		return

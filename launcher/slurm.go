@@ -69,7 +69,7 @@ func (c *Config) fromSlurm(changed func(string) bool, lookup func(string) (strin
 	if c.JoinToken != "" {
 		return nil
 	}
-	path, create := "", false
+	path := ""
 	if v, ok := lookup(EnvSecretFile); ok && v != "" {
 		path = v
 	} else if home, ok := lookup("HOME"); ok && home != "" {
@@ -78,11 +78,11 @@ func (c *Config) fromSlurm(changed func(string) bool, lookup func(string) (strin
 		if x, ok := lookup("XDG_CONFIG_HOME"); ok && filepath.IsAbs(x) {
 			base = x
 		}
-		path, create = filepath.Join(base, "rdmacell", "secret"), true
+		path = filepath.Join(base, "rdmacell", "secret")
 	} else {
 		return &FlagError{Flag: "--join", Value: "", Want: "the job's token, or " + EnvSecretFile + " (HOME is not set)"}
 	}
-	key, err := bootstrap.LoadSecretFile(path, create)
+	key, err := bootstrap.LoadSecretFile(path, true)
 	if err != nil {
 		return &FlagError{Flag: "--join", Value: "", Want: "the job's token, or a key file readable by its owner only: " + err.Error()}
 	}
