@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,17 +29,20 @@ import (
 const srunTimeout = 2 * time.Minute
 
 var slurm struct {
-	once    sync.Once
-	skip    string
-	dir     string
-	train   string
-	idle    string
-	bench   string
-	buildMu sync.Mutex
+	once sync.Once
+	skip string
+}
+
+// progs are the programs the jobs run, built once.
+var progs struct {
+	once               sync.Once
+	err                error
+	dir                string
+	train, idle, bench string
 }
 
 // needSlurm skips t without a working Slurm, and builds the programs the
-// jobs run, once.
+// jobs run.
 func needSlurm(t *testing.T) {
 	t.Helper()
 	slurm.once.Do(func() {
@@ -54,19 +58,24 @@ func needSlurm(t *testing.T) {
 		defer cancel()
 		if out, err := exec.CommandContext(ctx, "srun", "-n", "1", "-t", "1", "true").CombinedOutput(); err != nil {
 			slurm.skip = fmt.Sprintf("srun -n 1 true fails (%v: %s): start the cluster with .ci/slurm-up", err, bytes.TrimSpace(out))
-			return
 		}
-		dir, err := os.MkdirTemp("", "launcher-srun-")
-		if err != nil {
-			slurm.skip = err.Error()
-			return
-		}
-		slurm.dir = dir
-		slurm.train, slurm.idle, slurm.bench = dir+"/train", dir+"/idle", dir+"/cellbench"
+	})
+	if slurm.skip != "" {
+		t.Skip(slurm.skip)
+	}
+	buildProgs(t)
+}
+
+// buildProgs builds the examples and cellbench, once.
+func buildProgs(t *testing.T) {
+	t.Helper()
+	progs.once.Do(func() {
+		progs.dir = filepath.Dir(bin.cellrun) // removed by TestMain
+		progs.train, progs.idle, progs.bench = progs.dir+"/train", progs.dir+"/idle", progs.dir+"/cellbench"
 		var wg sync.WaitGroup
 		errs := make([]error, 3)
 		for i, b := range []struct{ pkg, out string }{
-			{"../examples/train", slurm.train}, {"../examples/idle", slurm.idle}, {"../bench/cellbench", slurm.bench},
+			{"../examples/train", progs.train}, {"../examples/idle", progs.idle}, {"../bench/cellbench", progs.bench},
 		} {
 			wg.Go(func() {
 				if out, err := exec.Command("go", "build", "-o", b.out, b.pkg).CombinedOutput(); err != nil {
@@ -75,18 +84,9 @@ func needSlurm(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				slurm.skip = "FAIL " + err.Error()
-			}
-		}
+		progs.err = errors.Join(errs...)
 	})
-	if strings.HasPrefix(slurm.skip, "FAIL ") {
-		t.Fatal(slurm.skip)
-	}
-	if slurm.skip != "" {
-		t.Skip(slurm.skip)
-	}
+	require.NoError(t, progs.err)
 }
 
 func onPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
@@ -104,7 +104,7 @@ func srun(t *testing.T, env []string, args ...string) (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), srunTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "srun", append([]string{"--label", "-t", "2", "-J", jobName(t)}, args...)...)
-	cmd.Env, cmd.Dir = env, slurm.dir
+	cmd.Env, cmd.Dir = env, progs.dir
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, ctx.Err(), "srun %v did not end within %v:\n%s", args, srunTimeout, out)
 	if err != nil {
@@ -121,13 +121,14 @@ func jobName(t *testing.T) string {
 	return fmt.Sprintf("rdmacell-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), os.Getpid())
 }
 
-var srunEpoch = regexp.MustCompile(`(?m)^0: (?:\[0\] )?epoch (\d+) loss ([0-9.]+)$`)
-
 // checkSrunTraining checks what the training example promises: rank 0's
 // loss falls every epoch, and every rank ends with the same weights.
-func checkSrunTraining(t *testing.T, out string, ranks int) {
+// label is how rank 0's lines start (srun --label: "0: "), before the
+// "[0] " a cellrun adds.
+func checkSrunTraining(t *testing.T, out string, ranks int, label string) {
 	t.Helper()
-	m := srunEpoch.FindAllStringSubmatch(out, -1)
+	epoch := regexp.MustCompile(`(?m)^` + label + `(?:\[0\] )?epoch (\d+) loss ([0-9.]+)$`)
+	m := epoch.FindAllStringSubmatch(out, -1)
 	require.Len(t, m, 4, out)
 	last := 1e9
 	for i, e := range m {
@@ -137,7 +138,7 @@ func checkSrunTraining(t *testing.T, out string, ranks int) {
 		require.Less(t, loss, last, "loss must fall every epoch:\n%s", out)
 		last = loss
 	}
-	require.Regexp(t, fmt.Sprintf(`(?m)^0: (\[0\] )?weights identical on all %d ranks`, ranks), out)
+	require.Regexp(t, fmt.Sprintf(`(?m)^%s(\[0\] )?weights identical on all %d ranks`, label, ranks), out)
 }
 
 var trainSrunArgs = []string{"-epochs", "4", "-samples", "2048", "-timeout", "90s"}
@@ -145,15 +146,15 @@ var trainSrunArgs = []string{"-epochs", "4", "-samples", "2048", "-timeout", "90
 // srun -n 4 ./train: the ranks find each other through Slurm alone.
 func TestSrunTrain(t *testing.T) {
 	needSlurm(t)
-	code, out := srun(t, srunEnv(t), append([]string{"-n", "4", slurm.train}, trainSrunArgs...)...)
+	code, out := srun(t, srunEnv(t), append([]string{"-n", "4", progs.train}, trainSrunArgs...)...)
 	require.Zero(t, code, out)
-	checkSrunTraining(t, out, 4)
+	checkSrunTraining(t, out, 4, "0: ")
 }
 
 // srun -n 2 cellbench allreduce -c 1: every result checked, none wrong.
 func TestSrunCellbench(t *testing.T) {
 	needSlurm(t)
-	code, out := srun(t, srunEnv(t), "-n", "2", slurm.bench, "allreduce", "-c", "1", "-b", "8", "-e", "1M", "-f", "16")
+	code, out := srun(t, srunEnv(t), "-n", "2", progs.bench, "allreduce", "-c", "1", "-b", "8", "-e", "1M", "-f", "16")
 	require.Zero(t, code, out)
 	require.Contains(t, out, "0: # Out of bounds values : 0 OK", out)
 	rows := 0
@@ -176,8 +177,8 @@ func TestSrunKilledRank(t *testing.T) {
 	needSlurm(t)
 	ctx, cancel := context.WithTimeout(context.Background(), srunTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "srun", "--label", "-t", "2", "-J", jobName(t), "-n", "3", slurm.idle, "-idle", "8s", "-timeout", "90s")
-	cmd.Env, cmd.Dir = srunEnv(t), slurm.dir
+	cmd := exec.CommandContext(ctx, "srun", "--label", "-t", "2", "-J", jobName(t), "-n", "3", progs.idle, "-idle", "8s", "-timeout", "90s")
+	cmd.Env, cmd.Dir = srunEnv(t), progs.dir
 	var out bytes.Buffer
 	pr, pw, err := os.Pipe()
 	require.NoError(t, err)
@@ -254,9 +255,29 @@ func hostname(t *testing.T) string {
 // node rank, the job id, node 0's etcd and the token from Slurm.
 func TestSrunCellrun(t *testing.T) {
 	needSlurm(t)
-	script := fmt.Sprintf(`RDMACELL_HOST=node-$SLURM_PROCID exec %s -n 2 %s %s`, bin.cellrun, slurm.train, strings.Join(trainSrunArgs, " "))
+	script := fmt.Sprintf(`RDMACELL_HOST=node-$SLURM_PROCID exec %s -n 2 %s %s`, bin.cellrun, progs.train, strings.Join(trainSrunArgs, " "))
 	code, out := srun(t, srunEnv(t), "-n", "2", "bash", "-c", script)
 	require.Zero(t, code, out)
-	checkSrunTraining(t, out, 4)
+	checkSrunTraining(t, out, 4, "0: ")
 	assert.NotContains(t, out, "WARN", "a clean job warned")
+}
+
+// mpirun -n 4 ./train: Open MPI's launcher, with no cellrun either; the
+// ranks meet on loopback, all being on this host.
+func TestMpirunTrain(t *testing.T) {
+	if !onPath("mpirun") {
+		t.Skip("no mpirun (Open MPI) on this machine")
+	}
+	buildProgs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), srunTimeout)
+	defer cancel()
+	args := append([]string{"--oversubscribe", "-x", EnvSecretFile, "-n", "4", progs.train}, trainSrunArgs...)
+	if os.Geteuid() == 0 {
+		args = append([]string{"--allow-run-as-root"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, "mpirun", args...)
+	cmd.Env, cmd.Dir = srunEnv(t), progs.dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	checkSrunTraining(t, string(out), 4, "")
 }
