@@ -54,17 +54,15 @@ func (c *Config) fromSlurm(changed func(string) bool, lookup func(string) (strin
 		c.Job = p.Job
 	}
 	if c.Nodes == 1 || len(c.EtcdEndpoints) > 0 || c.EtcdServe != "" {
+		// One node, or told where etcd is.
 		return nil
 	}
 	if p.StoreHost == "" {
 		return &FlagError{Flag: "--etcd", Value: "",
 			Want: "node 0's address: SLURM_STEP_NODELIST is not set, so give --etcd-serve on node 0 and --etcd to the others"}
 	}
-	port := strconv.Itoa(p.StorePort)
-	if c.NodeRank == 0 {
-		c.EtcdServe = net.JoinHostPort("0.0.0.0", port)
-	} else {
-		c.EtcdEndpoints = []string{net.JoinHostPort(p.StoreHost, port)}
+	if c.RdzvEndpoint == "" {
+		c.RdzvEndpoint = net.JoinHostPort(p.StoreHost, strconv.Itoa(p.StorePort))
 	}
 	if c.JoinToken != "" {
 		return nil
