@@ -44,6 +44,12 @@ const (
 // missing required variable, or any variable with a value that cannot be
 // used, is an *EnvError naming the variable and the value; several are
 // joined with errors.Join.
+//
+// Without RDMACELL_RANK, a rank started by srun, mpirun or another PMI
+// launcher is placed by that launcher's variables instead (see
+// launchers.go): the ranks then meet at a store rank 0 serves, or at the
+// etcd RDMACELL_ETCD_ENDPOINTS names, and the job secret is RDMACELL_SECRET
+// or derived from the user's key file (RDMACELL_SECRET_FILE).
 func OptionsFromEnv() (Options, error) {
 	return optionsFrom(os.LookupEnv)
 }

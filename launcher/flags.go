@@ -175,6 +175,7 @@ PROGRAM may be a directory holding a Go main package; it is built once.
   TOKEN=$(cellrun --new-token)   # the job's secret: hand it to each node as a password
   cellrun --nnodes 2 --node-rank 0 --job j1 --etcd-serve 0.0.0.0:2379 --join $TOKEN -n 8 ./train   # on node 0
   cellrun --nnodes 2 --node-rank 1 --job j1 --etcd node0:2379 --join $TOKEN -n 8 ./train           # on node 1
+  srun --ntasks-per-node 1 cellrun -n 8 ./train   # one cellrun per Slurm task: nodes, job, rendezvous and token from Slurm
 
 Flags:
 `)
