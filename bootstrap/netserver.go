@@ -16,6 +16,9 @@ import (
 // one.
 const maxStoreConns = 8192
 
+// acceptRetryDelay spaces out accepts after one failed.
+const acceptRetryDelay = 100 * time.Millisecond
+
 // storeWriteTimeout bounds one write to a client: a client that stops
 // reading is cut off rather than allowed to stall the server.
 const storeWriteTimeout = 10 * time.Second
@@ -126,12 +129,14 @@ func (s *StoreServer) accept() {
 	defer s.wg.Done()
 	for {
 		nc, err := s.ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return // closed
+			// Out of descriptors, say: the clients that hang up make room.
+			s.log.Warn("store: accept failed", "err", err)
+			time.Sleep(acceptRetryDelay)
+			continue
 		}
 		select {
 		case s.slots <- struct{}{}:
@@ -357,7 +362,7 @@ func openStore(ctx context.Context, cfg *Config) (Store, error) {
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", cfg.ServeStore)
 		if err != nil {
-			return nil, fmt.Errorf("serve the job's store: %w", err)
+			return nil, fmt.Errorf("serve the job's store on %s (another job may hold the port: choose another): %w", cfg.ServeStore, err)
 		}
 		srv, err := ServeStore(ln, cfg.Secret, cfg.Logger)
 		if err != nil {

@@ -129,6 +129,11 @@ func appendFrameBody(b []byte, f *frame) []byte {
 			b = append(b, 0)
 		}
 	}
+	keyValue := func(kv KeyValue) {
+		bytesField([]byte(kv.Key))
+		bytesField(kv.Value)
+		i64(kv.Revision)
+	}
 	switch f.typ {
 	case reqGrant:
 		i64(f.num)
@@ -157,18 +162,14 @@ func appendFrameBody(b []byte, f *frame) []byte {
 		i64(f.num)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(f.kvs)))
 		for _, kv := range f.kvs {
-			bytesField([]byte(kv.Key))
-			bytesField(kv.Value)
-			i64(kv.Revision)
+			keyValue(kv)
 		}
 	case respWatch:
 		flag(f.flag)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(f.events)))
 		for _, ev := range f.events {
 			flag(ev.Deleted)
-			bytesField([]byte(ev.KV.Key))
-			bytesField(ev.KV.Value)
-			i64(ev.KV.Revision)
+			keyValue(ev.KV)
 		}
 	case respEnd:
 		bytesField([]byte(f.text))
@@ -258,6 +259,13 @@ func (d *decoder) bytes(what string, limit int) []byte {
 
 func (d *decoder) str(what string, limit int) string { return string(d.bytes(what, limit)) }
 
+// keyValue reads a key, its value and its revision.
+func (d *decoder) keyValue() KeyValue {
+	kv := KeyValue{Key: d.str("key", maxStoreKey), Value: d.bytes("value", maxStoreValue)}
+	kv.Revision = d.i64("revision", 1, maxRev)
+	return kv
+}
+
 // count reads the number of entries of a list whose entries take at least
 // minSize bytes each, so that a count cannot claim more than the frame
 // holds.
@@ -319,17 +327,14 @@ func decodeFrameBody(body []byte, request bool) (frame, error) {
 		f.num = d.i64("list revision", 0, maxRev)
 		n := d.count("key count", 4+4+8)
 		for i := 0; i < n && d.err == nil; i++ {
-			kv := KeyValue{Key: d.str("key", maxStoreKey), Value: d.bytes("value", maxStoreValue)}
-			kv.Revision = d.i64("key revision", 1, maxRev)
-			f.kvs = append(f.kvs, kv)
+			f.kvs = append(f.kvs, d.keyValue())
 		}
 	case respWatch:
 		f.flag = d.flag("compacted flag")
 		n := d.count("event count", 1+4+4+8)
 		for i := 0; i < n && d.err == nil; i++ {
 			ev := Event{Deleted: d.flag("deleted flag")}
-			ev.KV = KeyValue{Key: d.str("key", maxStoreKey), Value: d.bytes("value", maxStoreValue)}
-			ev.KV.Revision = d.i64("event revision", 1, maxRev)
+			ev.KV = d.keyValue()
 			f.events = append(f.events, ev)
 		}
 	case respEnd:

@@ -110,7 +110,12 @@ func TestPlacementFromEnv(t *testing.T) {
 	assert.Equal(t, "pmi-ppid"+strconv.Itoa(os.Getppid()), p.Job)
 	assert.Equal(t, "127.0.0.1", p.StoreHost)
 
-	_, ok, err = PlacementFromEnv(lookupMap(map[string]string{"SLURM_JOB_ID": "1", "HOME": "/"}))
+	// What sbatch gives its script: no step.
+	env = slurmEnv()
+	delete(env, "SLURM_STEP_ID")
+	delete(env, "SLURM_STEP_NODELIST")
+	delete(env, "SLURM_STEP_TASKS_PER_NODE")
+	_, ok, err = PlacementFromEnv(lookupMap(env))
 	require.NoError(t, err)
 	assert.False(t, ok, "an sbatch script, not a step: no placement")
 }
