@@ -68,8 +68,7 @@ func DialStore(ctx context.Context, addr string, secret []byte) (Store, error) {
 		case <-time.After(delay):
 			delay = min(2*delay, storeRetryMax)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("bootstrap: store at %s: %w after %d attempts (last: %w): %w",
-				addr, ErrUnreachable, attempt, err, ctx.Err())
+			return nil, &unreachableError{addr: addr, attempts: attempt, last: err, why: ctx.Err()}
 		}
 	}
 }
@@ -448,3 +447,20 @@ func (w *clientWatch) pop() (wr WatchResponse, ok, last bool) {
 	}
 	return WatchResponse{}, false, w.ended
 }
+
+// unreachableError reports a served store that did not answer before the
+// caller's context ended. It matches ErrUnreachable, and unwraps to the
+// last attempt's error and the context's.
+type unreachableError struct {
+	addr      string
+	attempts  int
+	last, why error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("bootstrap: store at %s unreachable after %d attempts (last: %v): %v", e.addr, e.attempts, e.last, e.why)
+}
+
+func (e *unreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+func (e *unreachableError) Unwrap() []error { return []error{e.last, e.why} }
