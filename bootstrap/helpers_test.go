@@ -31,6 +31,8 @@ const testTTL = time.Second
 const (
 	envChild     = "BOOTSTRAP_TEST_CHILD"
 	envEndpoints = "BOOTSTRAP_TEST_ENDPOINTS"
+	envStore     = "BOOTSTRAP_TEST_STORE"  // a served store's address
+	envSecret    = "BOOTSTRAP_TEST_SECRET" // its secret, in hex
 	envJob       = "BOOTSTRAP_TEST_JOB"
 	envRank      = "BOOTSTRAP_TEST_RANK"
 	envWorld     = "BOOTSTRAP_TEST_WORLD"
@@ -148,6 +150,14 @@ func childMain() int {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	cfg := rankConfig(ClientConfig{Endpoints: strings.Split(os.Getenv(envEndpoints), ",")}, os.Getenv(envJob), rank, world)
+	if addr := os.Getenv(envStore); addr != "" {
+		secret, err := hex.DecodeString(os.Getenv(envSecret))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
+		cfg.StoreAddr, cfg.Secret = addr, secret
+	}
 	j, err := Join(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
