@@ -305,3 +305,17 @@ func FuzzStoreFrame(f *testing.F) {
 		}
 	})
 }
+
+// A listener that closes every connection before the hello (a server
+// refusing for want of room, or still starting) is tried again until the
+// caller gives up, then reported unreachable, naming the address.
+func TestDialStoreRetriesSilentServer(t *testing.T) {
+	addr := listenRaw(t, func(net.Conn) {})
+	ctx, cancel := context.WithTimeout(testContext(t), time.Second)
+	defer cancel()
+	_, err := DialStore(ctx, addr, testStoreSecret)
+	require.ErrorIs(t, err, ErrUnreachable)
+	require.NotErrorIs(t, err, ErrStoreAuth)
+	assert.ErrorContains(t, err, addr)
+	assert.Regexp(t, `after [2-9]\d* attempts`, err.Error(), "it was not tried again")
+}

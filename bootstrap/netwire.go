@@ -479,7 +479,9 @@ func clientHandshake(rw io.ReadWriter, key []byte) (*framer, error) {
 	r := bufio.NewReader(rw)
 	hello := make([]byte, len(storeMagic)+storeNonceSize)
 	if _, err := io.ReadFull(r, hello); err != nil {
-		return nil, fmt.Errorf("%w: server hello: %w", ErrStoreAuth, err)
+		// Not an answer yet (a server busy, full, or going away): the
+		// caller may try again.
+		return nil, fmt.Errorf("server hello: %w", err)
 	}
 	if string(hello[:len(storeMagic)]) != storeMagic {
 		return nil, fmt.Errorf("%w: the server's hello does not start with %q: not an RDMACell store", ErrStoreAuth, storeMagic)
