@@ -34,8 +34,6 @@ type Placement struct {
 	// address of a store served by rank 0, with no configuration.
 	StoreHost string
 	StorePort int
-	// Vars names the variables read, for messages.
-	Vars string
 }
 
 // Ports from which StorePort is chosen: a range below Linux's default
@@ -53,8 +51,6 @@ func storePort(id string) int {
 	return StorePortBase + int(h.Sum32()%StorePortRange)
 }
 
-// lookupFunc reads one environment variable, as os.LookupEnv does.
-type lookupFunc = func(string) (string, bool)
 
 // PlacementFromEnv reads the environment of a process started by srun,
 // mpirun or a PMI launcher, through lookup (os.LookupEnv in a program). It
@@ -135,11 +131,8 @@ func (r *placementReader) local(p *Placement, rankVar, sizeVar string) {
 
 func slurmPlacement(get func(string) string) (Placement, bool, error) {
 	r := &placementReader{get: get}
-	p := Placement{Source: "slurm", Vars: "SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_NNODES, SLURM_JOB_ID, SLURM_STEP_ID, SLURM_STEP_NODELIST"}
-	p.WorldSize = r.count("SLURM_NTASKS", 1, maxCount)
-	if p.WorldSize >= 1 {
-		p.Rank = r.count("SLURM_PROCID", 0, p.WorldSize-1)
-	}
+	p := Placement{Source: "slurm"}
+	r.rankAndSize(&p, "SLURM_PROCID", "SLURM_NTASKS")
 	p.Nodes = r.count("SLURM_NNODES", 1, max(p.WorldSize, 1))
 	if p.Nodes >= 1 {
 		p.Node = r.count("SLURM_NODEID", 0, p.Nodes-1)
@@ -183,7 +176,7 @@ func slurmPlacement(get func(string) string) (Placement, bool, error) {
 
 func openMPIPlacement(get func(string) string) (Placement, bool, error) {
 	r := &placementReader{get: get}
-	p := Placement{Source: "openmpi", Vars: "OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE, PMIX_NAMESPACE"}
+	p := Placement{Source: "openmpi"}
 	r.rankAndSize(&p, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")
 	r.local(&p, "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")
 	id := get("PMIX_NAMESPACE")
@@ -196,7 +189,7 @@ func openMPIPlacement(get func(string) string) (Placement, bool, error) {
 
 func pmiPlacement(get func(string) string) (Placement, bool, error) {
 	r := &placementReader{get: get}
-	p := Placement{Source: "pmi", Vars: "PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS"}
+	p := Placement{Source: "pmi"}
 	r.rankAndSize(&p, "PMI_RANK", "PMI_SIZE")
 	r.local(&p, "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
 	launcherJob(&p, "pmi-", get("PMIX_NAMESPACE"))
