@@ -51,7 +51,6 @@ func storePort(id string) int {
 	return StorePortBase + int(h.Sum32()%StorePortRange)
 }
 
-
 // PlacementFromEnv reads the environment of a process started by srun,
 // mpirun or a PMI launcher, through lookup (os.LookupEnv in a program). It
 // reports false when none of them started it. A launcher that is there but
