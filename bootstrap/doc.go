@@ -4,7 +4,12 @@
 // create-if-absent, list, one ordered watch) that etcd implements
 // ([NewEtcdStore], the default, which cellrun serves) and so does a store
 // inside this process ([NewLocalStore]), with which a Go test runs the
-// ranks of a job as goroutines, with no server. A job lives under one key
+// ranks of a job as goroutines, with no server. A job started by a
+// scheduler rather than cellrun (srun, mpirun: see [PlacementFromEnv])
+// meets in a store that one of its ranks serves over TCP inside its own
+// process ([ServeStore], [DialStore], Config.StoreAddr): a local store
+// behind a mutual HMAC handshake on the job secret, so that such a job
+// needs no server started beside it. A job lives under one key
 // prefix named by its job id. Each rank joins the job with [Join]: it
 // registers itself (rank, host, pid, endpoints, transport capabilities,
 // provider info) under a lease, takes the job's shared secret (from the

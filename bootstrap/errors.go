@@ -6,7 +6,8 @@ import (
 )
 
 // ErrUnreachable is wrapped by the error of a [Join] that could not reach
-// etcd before its context ended.
+// etcd, or the store a rank serves ([DialStore]), before its context
+// ended.
 var ErrUnreachable = errors.New("etcd unreachable")
 
 // ErrClosed is returned by operations on a [Job] after [Job.Close], and by

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -30,6 +31,8 @@ const testTTL = time.Second
 const (
 	envChild     = "BOOTSTRAP_TEST_CHILD"
 	envEndpoints = "BOOTSTRAP_TEST_ENDPOINTS"
+	envStore     = "BOOTSTRAP_TEST_STORE"  // a served store's address
+	envSecret    = "BOOTSTRAP_TEST_SECRET" // its secret, in hex
 	envJob       = "BOOTSTRAP_TEST_JOB"
 	envRank      = "BOOTSTRAP_TEST_RANK"
 	envWorld     = "BOOTSTRAP_TEST_WORLD"
@@ -147,6 +150,14 @@ func childMain() int {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	cfg := rankConfig(ClientConfig{Endpoints: strings.Split(os.Getenv(envEndpoints), ",")}, os.Getenv(envJob), rank, world)
+	if addr := os.Getenv(envStore); addr != "" {
+		secret, err := hex.DecodeString(os.Getenv(envSecret))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
+		cfg.StoreAddr, cfg.Secret = addr, secret
+	}
 	j, err := Join(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -226,20 +237,52 @@ func nextDeparture(ctx context.Context, t *testing.T, j *Job) error {
 func withPrefix() clientv3.OpOption { return clientv3.WithPrefix() }
 
 // meeting is where the ranks of a test job meet: an embedded etcd, each
-// rank with its own client, or one local store.
+// rank with its own client; one local store; or a served store, each rank
+// with its own connection, given the job secret.
 type meeting struct {
 	srv   *Server
 	store Store
+	net   *StoreServer
+	t     *testing.T
 }
 
-// eachStore runs fn once over etcd and once over a local store.
+// testStoreSecret is the secret of the served stores of tests.
+var testStoreSecret = []byte("a test job's secret of 32 bytes!")
+
+// eachStore runs fn once over etcd, once over a local store and once over
+// a served store.
 func eachStore(t *testing.T, fn func(*testing.T, meeting)) {
-	t.Run("etcd", func(t *testing.T) { fn(t, meeting{srv: startServer(t)}) })
+	t.Run("etcd", func(t *testing.T) { fn(t, meeting{srv: startServer(t), t: t}) })
 	t.Run("local", func(t *testing.T) {
 		s := NewLocalStore()
 		t.Cleanup(func() { _ = s.Close() })
-		fn(t, meeting{store: s})
+		fn(t, meeting{store: s, t: t})
 	})
+	t.Run("net", func(t *testing.T) { fn(t, meeting{net: startStoreServer(t), t: t}) })
+}
+
+// startStoreServer serves a store on loopback until the test ends.
+func startStoreServer(t *testing.T) *StoreServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv, err := ServeStore(ln, testStoreSecret, quietLogger())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		require.NoError(t, srv.Close(ctx))
+	})
+	return srv
+}
+
+// dial opens a connection of its own to the served store.
+func (m meeting) dial() Store {
+	m.t.Helper()
+	s, err := DialStore(testContext(m.t), m.net.Addr().String(), testStoreSecret)
+	require.NoError(m.t, err)
+	m.t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // config is the configuration of one rank of a test job.
@@ -250,6 +293,11 @@ func (m meeting) config(job string, rank, world int) Config {
 	}
 	c := rankConfig(cc, job, rank, world)
 	c.Store = m.store
+	if m.net != nil {
+		// As a job started by a scheduler does: the rank connects itself,
+		// with the secret it was given.
+		c.StoreAddr, c.Secret = m.net.Addr().String(), testStoreSecret
+	}
 	return c
 }
 
@@ -269,7 +317,9 @@ func (m meeting) listing(t *testing.T, prefix string) ([]KeyValue, int64) {
 	t.Helper()
 	ctx := testContext(t)
 	s := m.store
-	if s == nil {
+	if m.net != nil {
+		s = m.dial()
+	} else if s == nil {
 		var err error
 		s, err = NewEtcdStore(ctx, m.srv.ClientConfig())
 		require.NoError(t, err)

@@ -42,8 +42,19 @@ type Config struct {
 	// through Client, which Join connects to and Close disconnects from;
 	// a Store given here is the caller's, and Close leaves it open.
 	Store Store
-	// Client reaches etcd when Store is nil.
+	// Client reaches etcd when Store is nil and StoreAddr empty.
 	Client ClientConfig
+	// StoreAddr, when Store is nil, is the host:port of a store that a
+	// rank of the job serves (see ServeStore) instead of etcd: Join
+	// connects to it, proving Secret, which is then required, and waits
+	// for it to listen until ctx ends. Close disconnects.
+	StoreAddr string
+	// ServeStore, with StoreAddr, makes this rank the one that serves the
+	// store: it listens on ServeStore (e.g. ":29400") and uses the store
+	// in its own memory. Its Close waits for the other ranks to leave the
+	// store (each hangs up or its lease ends), at most StoreLinger.
+	ServeStore  string
+	StoreLinger time.Duration
 	// Job is the job id: letters, digits, '.', '_' and '-'.
 	Job string
 	// Rank is this process's rank in [0, WorldSize).
@@ -85,6 +96,18 @@ func (c *Config) validate() error {
 	}
 	if c.LeaseTTL < 0 {
 		return fmt.Errorf("bootstrap: job %q rank %d: lease TTL %v, want > 0 (or 0 for the default)", c.Job, c.Rank, c.LeaseTTL)
+	}
+	if c.StoreAddr != "" && c.Store == nil && c.Secret == nil {
+		return fmt.Errorf("bootstrap: job %q rank %d: the store at %s needs the job secret (Config.Secret)", c.Job, c.Rank, c.StoreAddr)
+	}
+	if c.ServeStore != "" && c.StoreAddr == "" {
+		return fmt.Errorf("bootstrap: job %q rank %d: serving the store on %s needs StoreAddr, where the other ranks reach it", c.Job, c.Rank, c.ServeStore)
+	}
+	if c.StoreLinger < 0 {
+		return fmt.Errorf("bootstrap: job %q rank %d: store linger %v, want > 0 (or 0 for the default)", c.Job, c.Rank, c.StoreLinger)
+	}
+	if c.StoreLinger == 0 {
+		c.StoreLinger = DefaultStoreLinger
 	}
 	if c.Secret != nil && len(c.Secret) < SecretSize {
 		return fmt.Errorf("bootstrap: job %q rank %d: secret of %d bytes, want at least %d", c.Job, c.Rank, len(c.Secret), SecretSize)
@@ -156,7 +179,7 @@ func Join(ctx context.Context, cfg Config) (*Job, error) {
 	store, own := cfg.Store, false
 	if store == nil {
 		var err error
-		if store, err = NewEtcdStore(ctx, cfg.Client); err != nil {
+		if store, err = openStore(ctx, &cfg); err != nil {
 			return nil, fmt.Errorf("bootstrap: job %q rank %d: %w", cfg.Job, cfg.Rank, err)
 		}
 		own = true

@@ -19,6 +19,10 @@ const localHistory = 1 << 16
 // errLocalClosed is the error of a local store's operations after Close.
 var errLocalClosed = errors.New("bootstrap: local store closed")
 
+// errLeaseNotFound is the error of an operation on a lease that ended or
+// never was.
+var errLeaseNotFound = errors.New("bootstrap: lease not found")
+
 // localStore is a Store in this process's memory.
 type localStore struct {
 	mu        sync.Mutex
@@ -122,13 +126,27 @@ func (s *localStore) revokeLocked(id LeaseID) bool {
 	return true
 }
 
+// renew extends the lease by its TTL from now, and reports whether it
+// was still alive. The store served to other processes (netserver.go)
+// renews through it, once per request of the client.
+func (s *localStore) renew(id LeaseID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, alive := s.leases[id]
+	if alive && !s.closed {
+		l.deadline = time.Now().Add(l.ttl)
+		l.timer.Reset(l.ttl)
+	}
+	return alive && !s.closed
+}
+
 // KeepAlive renews at a third of the TTL, as etcd's client does.
 func (s *localStore) KeepAlive(ctx context.Context, id LeaseID) (<-chan struct{}, error) {
 	s.mu.Lock()
 	l, ok := s.leases[id]
 	s.mu.Unlock()
 	if !ok {
-		return nil, errors.New("bootstrap: lease not found")
+		return nil, errLeaseNotFound
 	}
 	out := make(chan struct{}, 1)
 	go func() {
@@ -141,14 +159,7 @@ func (s *localStore) KeepAlive(ctx context.Context, id LeaseID) (<-chan struct{}
 				return
 			case <-tick.C:
 			}
-			s.mu.Lock()
-			_, alive := s.leases[id]
-			if alive && !s.closed {
-				l.deadline = time.Now().Add(l.ttl)
-				l.timer.Reset(l.ttl)
-			}
-			s.mu.Unlock()
-			if !alive {
+			if !s.renew(id) {
 				return
 			}
 			select {
@@ -167,7 +178,7 @@ func (s *localStore) Revoke(ctx context.Context, id LeaseID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.revokeLocked(id) {
-		return errors.New("bootstrap: lease not found")
+		return errLeaseNotFound
 	}
 	return nil
 }
@@ -201,7 +212,7 @@ func (s *localStore) put(ctx context.Context, key string, value []byte, lease Le
 	if lease != NoLease {
 		l, ok := s.leases[lease]
 		if !ok {
-			return false, nil, errors.New("bootstrap: lease not found")
+			return false, nil, errLeaseNotFound
 		}
 		l.keys[key] = true
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -23,12 +24,13 @@ type child struct {
 	out   <-chan string
 }
 
-func startChild(t *testing.T, srv *Server, job string, rank, world int) *child {
+// startChild starts rank of a job whose ranks meet as where says (the
+// variables of the store: envEndpoints, or envStore and envSecret).
+func startChild(t *testing.T, where []string, job string, rank, world int) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(), where...),
 		envChild+"=1",
-		envEndpoints+"="+strings.Join(srv.Endpoints(), ","),
 		envJob+"="+job,
 		envRank+"="+strconv.Itoa(rank),
 		envWorld+"="+strconv.Itoa(world),
@@ -83,19 +85,37 @@ func (c *child) closeCleanly() error {
 }
 
 // TestProcessesKillAndCleanExit runs a job of four ranks: this process and
-// three child processes. After the exchange, one child is killed with
-// SIGKILL and the survivors must report it dead, naming its host and pid;
-// then a child closes cleanly and must be reported as a clean exit.
+// three child processes, meeting in etcd, or in the store this process
+// serves as rank 0 does for a job srun starts. After the exchange, one
+// child is killed with SIGKILL and the survivors must report it dead,
+// naming its host and pid; then a child closes cleanly and must be
+// reported as a clean exit.
 func TestProcessesKillAndCleanExit(t *testing.T) {
-	srv := startServer(t)
-	ctx := testContext(t)
 	const world, job = 4, "processes"
+	t.Run("etcd", func(t *testing.T) {
+		srv := startServer(t)
+		where := []string{envEndpoints + "=" + strings.Join(srv.Endpoints(), ",")}
+		killAndCleanExit(t, world, job, where, rankConfig(srv.ClientConfig(), job, 0, world))
+	})
+	t.Run("served", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close()) // a free port, for rank 0 to serve on
+		where := []string{envStore + "=" + addr, envSecret + "=" + hex.EncodeToString(testStoreSecret)}
+		cfg := rankConfig(ClientConfig{}, job, 0, world)
+		cfg.StoreAddr, cfg.ServeStore, cfg.Secret = addr, addr, testStoreSecret
+		killAndCleanExit(t, world, job, where, cfg)
+	})
+}
 
+func killAndCleanExit(t *testing.T, world int, job string, where []string, cfg Config) {
+	ctx := testContext(t)
 	children := make([]*child, world)
 	for r := 1; r < world; r++ {
-		children[r] = startChild(t, srv, job, r, world)
+		children[r] = startChild(t, where, job, r, world)
 	}
-	self := join(t, rankConfig(srv.ClientConfig(), job, 0, world))
+	self := join(t, cfg)
 	require.NoError(t, exchangeAll(ctx, self))
 
 	secret := hex.EncodeToString(self.Secret())

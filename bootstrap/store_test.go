@@ -15,6 +15,9 @@ func (m meeting) open(t *testing.T) Store {
 	if m.store != nil {
 		return m.store
 	}
+	if m.net != nil {
+		return m.dial()
+	}
 	s, err := NewEtcdStore(testContext(t), m.srv.ClientConfig())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
@@ -133,6 +136,9 @@ func TestLocalStoreCompaction(t *testing.T) {
 func TestJobGivenSecret(t *testing.T) {
 	eachStore(t, func(t *testing.T, m meeting) {
 		secret := []byte("0123456789abcdef0123456789abcdef")
+		if m.net != nil {
+			secret = testStoreSecret // the one the store was started with
+		}
 		cfg := m.config("given", 0, 1)
 		cfg.Secret = secret
 		j := join(t, cfg)

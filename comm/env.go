@@ -44,6 +44,12 @@ const (
 // missing required variable, or any variable with a value that cannot be
 // used, is an *EnvError naming the variable and the value; several are
 // joined with errors.Join.
+//
+// Without RDMACELL_RANK, a rank started by srun, mpirun or another PMI
+// launcher is placed by that launcher's variables instead (see
+// launchers.go): the ranks then meet at a store rank 0 serves, or at the
+// etcd RDMACELL_ETCD_ENDPOINTS names, and the job secret is RDMACELL_SECRET
+// or derived from the user's key file (RDMACELL_SECRET_FILE).
 func OptionsFromEnv() (Options, error) {
 	return optionsFrom(os.LookupEnv)
 }
@@ -87,7 +93,38 @@ func (r *envReader) intIn(name, v string, lo, hi int, want string) (int, bool) {
 func optionsFrom(lookup func(string) (string, bool)) (Options, error) {
 	r := &envReader{lookup: lookup}
 	var o Options
-	const maxInt = int(^uint(0) >> 1)
+	// A launcher's contract wins: cellrun run under srun passes its ranks
+	// the srun task's SLURM_* too.
+	placed := false
+	if _, launched := lookup(EnvRank); !launched {
+		p, ok, err := bootstrap.PlacementFromEnv(lookup)
+		if err != nil {
+			return Options{}, err
+		}
+		if ok {
+			r.placement(&o, p)
+			placed = true
+		}
+	}
+	if !placed {
+		r.contract(&o)
+	}
+	r.knobs(&o)
+	if placed && o.Secret == nil && len(r.errs) == 0 {
+		r.secretFile(&o)
+	}
+	if len(r.errs) > 0 {
+		return Options{}, errors.Join(r.errs...)
+	}
+	return o, nil
+}
+
+// maxInt bounds the counts of the environment.
+const maxInt = int(^uint(0) >> 1)
+
+// contract reads the variables of the launcher contract: rank, world,
+// local placement, job and etcd.
+func (r *envReader) contract(o *Options) {
 
 	world, okWorld := 0, false
 	if v, ok := r.required(EnvWorldSize, "the number of ranks, an integer >= 1"); ok {
@@ -134,8 +171,11 @@ func optionsFrom(lookup func(string) (string, bool)) (Options, error) {
 		}
 		o.Etcd.Endpoints = eps
 	}
-	r.etcdSecurity(&o)
+	r.etcdSecurity(o)
+}
 
+// knobs reads the optional variables, the same whoever started the rank.
+func (r *envReader) knobs(o *Options) {
 	if v := r.get(EnvRendezvousTimeout); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -199,10 +239,6 @@ func optionsFrom(lookup func(string) (string, bool)) (Options, error) {
 		}
 		o.Secret = b
 	}
-	if len(r.errs) > 0 {
-		return Options{}, errors.Join(r.errs...)
-	}
-	return o, nil
 }
 
 // etcdSecurity reads the TLS files and credentials of etcd.

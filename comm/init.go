@@ -107,6 +107,8 @@ func (w *world) start(ctx context.Context) error {
 	job, err := bootstrap.Join(ctx, bootstrap.Config{
 		Store:        o.Store,
 		Client:       o.Etcd,
+		StoreAddr:    o.StoreAddr,
+		ServeStore:   o.ServeStore,
 		Secret:       o.Secret,
 		Job:          o.Job,
 		Rank:         o.Rank,

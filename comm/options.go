@@ -29,9 +29,15 @@ type Options struct {
 	// shared by ranks run as goroutines of one program. Nil means the etcd
 	// cluster Etcd names.
 	Store bootstrap.Store
-	// Etcd reaches the rendezvous when Store is nil: endpoints, TLS
-	// files, credentials.
+	// Etcd reaches the rendezvous when Store is nil and StoreAddr empty:
+	// endpoints, TLS files, credentials.
 	Etcd bootstrap.ClientConfig
+	// StoreAddr, when Store is nil, is the host:port of a store served by
+	// a rank of the job (see bootstrap.ServeStore), reached with Secret,
+	// which is then required. ServeStore makes this rank the one that
+	// serves it, listening there (e.g. ":29400"). OptionsFromEnv sets
+	// both for ranks started by srun or mpirun.
+	StoreAddr, ServeStore string
 	// Secret is the job secret (bootstrap.SecretSize bytes) that
 	// authenticates the ranks' tcp connections, handed out by the
 	// launcher. Nil means the first rank makes one and keeps it in the
@@ -140,8 +146,12 @@ func (o *Options) resolve() error {
 		return bad("LocalRank", o.LocalRank, fmt.Sprintf("0 <= local rank < LocalWorldSize %d", o.LocalWorldSize))
 	case !jobPattern.MatchString(o.Job):
 		return bad("Job", strconv.Quote(o.Job), "letters, digits, '.', '_' or '-'")
-	case o.Store == nil && len(o.Etcd.Endpoints) == 0:
-		return bad("Etcd.Endpoints", o.Etcd.Endpoints, "at least one etcd endpoint (or a Store)")
+	case o.Store == nil && o.StoreAddr == "" && len(o.Etcd.Endpoints) == 0:
+		return bad("Etcd.Endpoints", o.Etcd.Endpoints, "at least one etcd endpoint (or a Store, or StoreAddr)")
+	case o.Store == nil && o.StoreAddr != "" && o.Secret == nil:
+		return bad("Secret", "nil", "the job secret, which StoreAddr "+strconv.Quote(o.StoreAddr)+" needs")
+	case o.ServeStore != "" && o.StoreAddr == "":
+		return bad("StoreAddr", `""`, "the address other ranks reach the store at, which ServeStore "+strconv.Quote(o.ServeStore)+" needs")
 	case o.Secret != nil && len(o.Secret) != bootstrap.SecretSize:
 		return bad("Secret", fmt.Sprintf("%d bytes", len(o.Secret)), fmt.Sprintf("%d bytes", bootstrap.SecretSize))
 	case o.Host != "" && !validHost(o.Host):

@@ -9,11 +9,11 @@ import (
 )
 
 // Main is the cellrun command: it parses args (the command line without
-// the program name), runs the job with the signals to forward, and returns
+// the program name) and, under srun, the Slurm task's environment, runs the job with the signals to forward, and returns
 // the exit code. Bad flags are reported on stderr with ExitUsage, --help on
 // stdout with 0.
 func Main(ctx context.Context, args []string, signals <-chan os.Signal, stdout, stderr io.Writer) int {
-	cfg, err := ParseArgs(args)
+	cfg, err := ParseArgsEnv(args, os.LookupEnv)
 	if errors.Is(err, ErrHelp) {
 		_, _ = io.WriteString(stdout, Usage())
 		return 0

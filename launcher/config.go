@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -52,6 +53,15 @@ type Config struct {
 	// free loopback port (single node only).
 	EtcdEndpoints []string
 	EtcdServe     string
+	// RdzvEndpoint (--rdzv-endpoint) is node 0's embedded etcd as every
+	// node names it, host:port, the same on every node (torchrun's
+	// --rdzv-endpoint): node 0 serves on that port on every interface,
+	// the others use it as --etcd. It replaces EtcdServe and
+	// EtcdEndpoints, and needs JoinToken on every node.
+	RdzvEndpoint string
+	// serveName is the name the other nodes reach node 0's etcd by, put
+	// in its certificate.
+	serveName string
 	// TLS files and credentials for EtcdEndpoints; optional.
 	EtcdCA, EtcdCert, EtcdKey string
 	EtcdUser, EtcdPassword    string
@@ -194,6 +204,9 @@ func (c *Config) validateJob() error {
 }
 
 func (c *Config) validateEtcd() error {
+	if err := c.resolveRdzv(); err != nil {
+		return err
+	}
 	if c.JoinToken != "" {
 		if _, err := parseToken(c.JoinToken); err != nil {
 			return &FlagError{Flag: "--join", Value: "***", Want: err.Error()}
@@ -284,4 +297,29 @@ func (c *Config) etcdClient() bootstrap.ClientConfig {
 		cc.TLS = &bootstrap.TLSFiles{CAFile: c.EtcdCA, CertFile: c.EtcdCert, KeyFile: c.EtcdKey}
 	}
 	return cc
+}
+
+// resolveRdzv turns RdzvEndpoint into this node's EtcdServe or
+// EtcdEndpoints.
+func (c *Config) resolveRdzv() error {
+	if c.RdzvEndpoint == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(c.RdzvEndpoint)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 || host == "" {
+		return &FlagError{Flag: "--rdzv-endpoint", Value: c.RdzvEndpoint, Want: "want node 0's host:port, e.g. train-0.train:29400"}
+	}
+	if c.EtcdServe != "" || len(c.EtcdEndpoints) > 0 {
+		return &FlagError{Flag: "--rdzv-endpoint", Value: c.RdzvEndpoint, Want: "replaces --etcd and --etcd-serve: give one or the other"}
+	}
+	if c.JoinToken == "" {
+		return &FlagError{Flag: "--join", Value: "", Want: "--rdzv-endpoint needs the job's token on every node (--join TOKEN or @FILE)"}
+	}
+	if c.NodeRank == 0 {
+		c.EtcdServe, c.serveName = net.JoinHostPort("0.0.0.0", port), host
+	} else {
+		c.EtcdEndpoints = []string{c.RdzvEndpoint}
+	}
+	c.RdzvEndpoint = ""
+	return nil
 }

@@ -44,6 +44,7 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 	fs.StringVar(&cfg.Job, "job", "", "`ID` of the job, the same on every node (letters, digits, '.', '_', '-'); required with --nnodes > 1, random otherwise")
 	fs.StringVar(&raw.etcd, "etcd", "", "use the existing etcd cluster at `ENDPOINTS`, host:port[,host:port...]; default: an embedded etcd")
 	fs.StringVar(&cfg.EtcdServe, "etcd-serve", "", "on node 0: serve the embedded etcd on `ADDR` (e.g. 0.0.0.0:2379) for the other nodes")
+	fs.StringVar(&cfg.RdzvEndpoint, "rdzv-endpoint", "", "node 0's etcd as every node names it, `HOST:PORT`, the same on every node: node 0 serves it, the others join it (instead of --etcd-serve/--etcd)")
 	fs.StringVar(&cfg.JoinToken, "join", "", "the job's `TOKEN`, the same on every node: node 0 prints one, or make one with --new-token; @FILE reads it from FILE (a token on the command line is visible in the process list)")
 	fs.BoolVar(&raw.newToken, "new-token", false, "print a fresh join token and exit")
 	fs.StringVar(&cfg.EtcdCA, "etcd-ca", "", "PEM `FILE` of the CA that signed the --etcd cluster's certificate")
@@ -72,7 +73,15 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 // ParseArgs reads cellrun's command line, args without the program name,
 // into a Config. It returns ErrHelp for -h or --help, and an error matching
 // ErrUsage, naming the flag and its value, for a bad command line.
-func ParseArgs(args []string) (Config, error) {
+func ParseArgs(args []string) (Config, error) { return ParseArgsEnv(args, nil) }
+
+// ParseArgsEnv is ParseArgs that also takes, from the environment lookup
+// reads, what the command line leaves out when cellrun runs as a task of
+// a Slurm step (--nnodes, --node-rank, --job, node 0's etcd and the join
+// token, see slurm.go) or as a pod of a Kubernetes Indexed Job
+// (--node-rank, see kubernetes.go). Main passes os.LookupEnv; nil reads
+// nothing.
+func ParseArgsEnv(args []string, lookup func(string) (string, bool)) (Config, error) {
 	var cfg Config
 	var raw flagValues
 	fs := newFlagSet(&cfg, &raw)
@@ -129,6 +138,14 @@ func ParseArgs(args []string) (Config, error) {
 	if fs.Changed("debug") && cfg.Debug == "" {
 		return Config{}, &FlagError{Flag: "--debug", Value: "", Want: "want 1, or a comma-separated list of components"}
 	}
+	if lookup != nil {
+		if err := cfg.fromSlurm(fs.Changed, lookup); err != nil {
+			return Config{}, err
+		}
+		if err := cfg.fromKubernetes(fs.Changed, lookup); err != nil {
+			return Config{}, err
+		}
+	}
 	return cfg, nil
 }
 
@@ -158,6 +175,7 @@ PROGRAM may be a directory holding a Go main package; it is built once.
   TOKEN=$(cellrun --new-token)   # the job's secret: hand it to each node as a password
   cellrun --nnodes 2 --node-rank 0 --job j1 --etcd-serve 0.0.0.0:2379 --join $TOKEN -n 8 ./train   # on node 0
   cellrun --nnodes 2 --node-rank 1 --job j1 --etcd node0:2379 --join $TOKEN -n 8 ./train           # on node 1
+  srun --ntasks-per-node 1 cellrun -n 8 ./train   # one cellrun per Slurm task: nodes, job, rendezvous and token from Slurm
 
 Flags:
 `)

@@ -38,6 +38,9 @@ func TestBadFlags(t *testing.T) {
 		{"bad debug", []string{"--debug=Cell!", "prog"}, `--debug "Cell!": want 1, or a comma-separated list`},
 		{"negative timeout", []string{"--rendezvous-timeout", "-1s", "prog"}, `--rendezvous-timeout "-1s": want a positive duration`},
 		{"zero grace", []string{"--grace", "0s", "prog"}, `--grace "0s": want a positive duration`},
+		{"bad rendezvous endpoint", []string{"--rdzv-endpoint", "nohost", "prog"}, `--rdzv-endpoint "nohost": want node 0's host:port`},
+		{"rendezvous endpoint without token", []string{"--nnodes", "2", "--job", "j", "--rdzv-endpoint", "n0:29400", "prog"}, `--join "": --rdzv-endpoint needs the job's token`},
+		{"rendezvous endpoint and etcd", []string{"--rdzv-endpoint", "n0:29400", "--etcd", "n0:2379", "prog"}, `--rdzv-endpoint "n0:29400": replaces --etcd and --etcd-serve`},
 		{"bad job id", []string{"--job", "a/b", "prog"}, `--job "a/b": want letters, digits`},
 		{"no job on two nodes", []string{"--nnodes", "2", "--etcd", "h:2379", "prog"}, `--job "": a job of --nnodes 2 needs the same --job id on every node`},
 		{"node 1 without etcd", []string{"--nnodes", "2", "--node-rank", "1", "--job", "j", "prog"}, `--etcd "": node 1 of --nnodes 2 needs --etcd host:port`},
@@ -78,7 +81,7 @@ func TestHelp(t *testing.T) {
 		n++
 		assert.Regexp(t, `(?m)^ +(-\w, )?--`+f.Name+`\b.*\S{3,}`, help, "flag --%s is listed with an explanation", f.Name)
 	})
-	assert.Equal(t, 25, n, "flags of cellrun")
+	assert.Equal(t, 26, n, "flags of cellrun")
 	assert.Contains(t, help, "Usage: cellrun [flags] PROGRAM [ARGS...]")
 	assert.Empty(t, p.stderr.all())
 }

@@ -148,7 +148,10 @@ func (j *job) startEtcd() (access, bootstrap.ClientConfig, func() error, error) 
 	}
 	var srvTLS *bootstrap.TLSFiles
 	if j.cfg.EtcdServe != "" {
-		host, _, _ := net.SplitHostPort(j.cfg.EtcdServe)
+		host := j.cfg.serveName
+		if host == "" {
+			host, _, _ = net.SplitHostPort(j.cfg.EtcdServe)
+		}
 		d, err := writeTLS(token, true, host)
 		if err != nil {
 			return access{}, bootstrap.ClientConfig{}, nil, err

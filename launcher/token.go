@@ -205,6 +205,10 @@ func serverNames(serveHost string) (dns []string, ips []net.IP) {
 	ips = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	if ip := net.ParseIP(serveHost); ip != nil && !ip.IsUnspecified() {
 		ips = append(ips, ip)
+	} else if ip == nil && serveHost != "" {
+		// A name the other nodes use (a Kubernetes Service's, a Slurm
+		// node's) that need not be this host's own.
+		dns = append(dns, serveHost)
 	}
 	if addrs, err := net.InterfaceAddrs(); err == nil {
 		for _, a := range addrs {
