@@ -186,8 +186,12 @@ func (l *link) serve(h *header) bool {
 			l.readFailed(err)
 			return false
 		}
+		held := l.placed(h)
 		if h.typ == frameWriteImm {
 			l.completeRecv(verbs.WC{Opcode: verbs.OpRecvWriteImm, Flags: verbs.WCWithImm, Imm: h.imm, ByteLen: h.length})
+			if held {
+				l.heldReady()
+			}
 		} else if mr != nil {
 			mr.Landed()
 		}
@@ -198,12 +202,34 @@ func (l *link) serve(h *header) bool {
 		if !l.scatter(h) {
 			return false
 		}
+		held := l.placed(h)
 		l.completeRecv(verbs.WC{Opcode: verbs.OpRecv, ByteLen: h.length})
+		if held {
+			l.heldReady()
+		}
 	}
+	return true
+}
+
+// placed records that request h is executed, its data in place, and
+// queues the acknowledgement it asks for (see ack.go): before its
+// receive completes, so that the consumer the completion wakes may
+// answer with the acknowledgement behind its answer. It reports whether
+// the acknowledgement may be held, in which case the caller says when
+// the receive has completed (heldReady).
+func (l *link) placed(h *header) bool {
 	l.expect++
-	if h.flags&(flagAckReq|flagAckLazy) != 0 {
-		l.queueAck(h.psn, h.flags&flagAckReq != 0)
+	switch {
+	case h.flags&flagAckReq == 0:
+		if h.flags&flagAckLazy != 0 {
+			l.queueAck(h.psn, ackLazy)
+		}
+		return false
+	case h.typ == frameWrite:
+		l.queueAck(h.psn, ackUrgent)
+		return false
 	}
+	l.queueAck(h.psn, ackHeld)
 	return true
 }
 

@@ -1,0 +1,222 @@
+package tcp
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/verbs"
+	"github.com/rdmacell/rdmacell/verbs/internal/soft"
+)
+
+// untimed opens a device whose lazy and held acknowledgements wait for a
+// frame or a park, not for a timer, so that what a test counts does not
+// depend on how fast the machine is.
+func (e *env) untimed() *PD {
+	e.t.Helper()
+	d, pd, _ := e.device(Options{})
+	d.ackDelay = time.Hour
+	return pd
+}
+
+// sharedQP is a QP whose sends and receives complete into one CQ, as the
+// cell driver's do.
+func (e *env) sharedQP(pd *PD) *tqp {
+	e.t.Helper()
+	cq, err := pd.d.CreateCQ(1024)
+	require.NoError(e.t, err)
+	q, err := pd.CreateQP(verbs.QPConfig{SendCQ: cq, RecvCQ: cq, RNRRetry: 7})
+	require.NoError(e.t, err)
+	return &tqp{QP: q.(*QP), send: cq.(*soft.CQ), recv: cq.(*soft.CQ)}
+}
+
+// ackCounts are a QP's counts of acknowledgements (see control).
+type ackCounts struct{ alone, missed, parked uint64 }
+
+func acks(q *tqp) ackCounts {
+	q.mu.Lock()
+	l := q.link
+	q.mu.Unlock()
+	l.ctl.mu.Lock()
+	defer l.ctl.mu.Unlock()
+	return ackCounts{l.ctl.nAlone, l.ctl.nMissed, l.ctl.nParked}
+}
+
+// recvOne waits on q's shared CQ until a receive completes, counting the
+// send completions it meets into *sends.
+func recvOne(t *testing.T, q *tqp, sends *int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var wc [4]verbs.WC
+	for {
+		n, err := q.recv.Wait(ctx, wc[:])
+		require.NoError(t, err)
+		got := false
+		for _, c := range wc[:n] {
+			require.Equal(t, verbs.StatusSuccess, c.Status, "%+v", c)
+			if c.Opcode == verbs.OpRecvWriteImm {
+				got = true
+			} else {
+				*sends++
+			}
+		}
+		if got {
+			return
+		}
+	}
+}
+
+// TestAckRidesOnAnswer runs the cell engine's exchange: a signaled
+// WRITE_WITH_IMM answered by a signaled WRITE_WITH_IMM, each side
+// waiting in its one CQ. Each acknowledgement should ride behind the
+// answer, not go in a system call of its own, and every request must
+// still complete.
+func TestAckRidesOnAnswer(t *testing.T) {
+	const rounds = 200
+	e := newEnv(t)
+	pa, pb := e.untimed(), e.untimed()
+	a, b := e.sharedQP(pa), e.sharedQP(pb)
+	connect(t, a, b)
+	srcA := e.region(pa, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	srcB := e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	ping := writeWR(1, verbs.OpWriteImm, srcA, 0, 8, srcB, 8)
+	pong := writeWR(2, verbs.OpWriteImm, srcB, 0, 8, srcA, 8)
+
+	done := make(chan int, 1)
+	go func() {
+		sends := 0
+		defer func() { done <- sends }()
+		for range rounds {
+			if _, err := b.PostRecv(&verbs.RecvWR{}); err != nil {
+				return
+			}
+			recvOne(t, b, &sends)
+			if _, err := b.PostSend(pong); err != nil {
+				return
+			}
+		}
+	}()
+	sends := 0
+	for range rounds {
+		_, err := a.PostRecv(&verbs.RecvWR{})
+		require.NoError(t, err)
+		_, err = a.PostSend(ping)
+		require.NoError(t, err)
+		recvOne(t, a, &sends)
+	}
+	bSends := <-done
+	require.Equal(t, rounds, sends, "send completions of the pinger")
+	// The last pong's acknowledgement has no answer to ride with: the
+	// pinger's consumer parking in its CQ releases it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	_, err := a.recv.Wait(ctx, make([]verbs.WC, 1))
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	bSends += len(waitWCs(t, b.send, rounds-bSends))
+	ca, cb := acks(a), acks(b)
+	t.Logf("acknowledgements of %d requests each: pinger %+v, ponger %+v", rounds, ca, cb)
+	// Without holding, every acknowledgement would go alone. A
+	// completion pushed between a consumer's last poll and its park
+	// may have its acknowledgement released early, rarely.
+	require.Positive(t, ca.parked, "the last pong's acknowledgement, released by the park")
+	require.LessOrEqual(t, ca.alone, uint64(rounds/20), "pinger's acknowledgements written alone")
+	require.LessOrEqual(t, cb.alone, uint64(rounds/20), "ponger's acknowledgements written alone")
+}
+
+// TestLoneRequestsNotHeld posts signaled WRITE_WITH_IMMs nobody answers,
+// each completing before the next, while the responder's consumer waits
+// in its CQ and reposts receives. The first acknowledgement is held and
+// released when that consumer parks again, not by the timer; after it
+// the responder learns that no answers come and holds none, so lone
+// requests do not wait for their peer's consumer.
+func TestLoneRequestsNotHeld(t *testing.T) {
+	const rounds = 100
+	e := newEnv(t)
+	_, pa, _ := e.device(Options{})
+	pb := e.untimed()
+	a, b := e.sharedQP(pa), e.sharedQP(pb)
+	connect(t, a, b)
+	src := e.region(pa, 64, verbs.AccessLocalWrite)
+	dst := e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	for range 8 {
+		_, err := b.PostRecv(&verbs.RecvWR{})
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		var wc [4]verbs.WC
+		for {
+			n, err := b.recv.Wait(ctx, wc[:])
+			if err != nil {
+				return
+			}
+			for range n {
+				if _, err := b.PostRecv(&verbs.RecvWR{}); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	wr := writeWR(1, verbs.OpWriteImm, src, 0, 8, dst, 0)
+	for i := range rounds {
+		_, err := a.PostSend(wr)
+		require.NoError(t, err)
+		wc := waitWCs(t, a.send, 1)
+		require.Equal(t, verbs.StatusSuccess, wc[0].Status)
+		if i == 0 {
+			require.Equal(t, ackCounts{alone: 1, missed: 1, parked: 1}, acks(b),
+				"the first acknowledgement: held, then released by the consumer's park")
+		}
+	}
+	require.Equal(t, ackCounts{alone: rounds, missed: 1, parked: 1}, acks(b), "only the first acknowledgement held")
+}
+
+// TestHeldAckWithoutConsumer holds the acknowledgement of a signaled
+// WRITE_WITH_IMM whose receive nobody polls: the timer must release it.
+func TestHeldAckWithoutConsumer(t *testing.T) {
+	e := newEnv(t)
+	_, pa, _ := e.device(Options{})
+	_, pb, _ := e.device(Options{})
+	a, b := e.sharedQP(pa), e.sharedQP(pb)
+	connect(t, a, b)
+	src := e.region(pa, 64, verbs.AccessLocalWrite)
+	dst := e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	_, err := b.PostRecv(&verbs.RecvWR{})
+	require.NoError(t, err)
+	_, err = a.PostSend(writeWR(1, verbs.OpWriteImm, src, 0, 8, dst, 0))
+	require.NoError(t, err)
+	wc := waitWCs(t, a.send, 1)
+	require.Equal(t, verbs.StatusSuccess, wc[0].Status)
+	require.Equal(t, ackCounts{alone: 1, missed: 1}, acks(b), "held, then released by the timer")
+}
+
+// TestSignaledStreamAckedInBatches posts a chain of signaled WRITEs: the
+// responder reads many in one system call and acknowledges them once
+// per read, not once each.
+func TestSignaledStreamAckedInBatches(t *testing.T) {
+	const n = 64
+	e := newEnv(t)
+	a, b, pa, pb := e.pair(verbs.QPConfig{MaxSendWR: n})
+	src := e.region(pa, 8*n, verbs.AccessLocalWrite)
+	dst := e.region(pb, 8*n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	pattern(src.Bytes(), 3)
+	var head *verbs.SendWR
+	for i := n - 1; i >= 0; i-- {
+		wr := writeWR(uint64(i), verbs.OpWrite, src, 8*i, 8, dst, 8*i)
+		wr.Next, head = head, wr
+	}
+	_, err := a.PostSend(head)
+	require.NoError(t, err)
+	for i, c := range waitWCs(t, a.send, n) {
+		require.Equal(t, verbs.StatusSuccess, c.Status)
+		require.Equal(t, uint64(i), c.ID)
+	}
+	require.Equal(t, src.Bytes(), dst.Bytes())
+	c := acks(b)
+	t.Logf("responder: %d acknowledgements for %d signaled WRITEs", c.alone, n)
+	require.LessOrEqual(t, c.alone, uint64(n/4), "acknowledgements written")
+}
