@@ -87,16 +87,21 @@ func (e *benchEnv) region(b *testing.B, side, size int, access verbs.Access) ver
 	return mr
 }
 
-func (e *benchEnv) pair(b *testing.B) *benchPair {
+// pair connects a QP of each device. With shared set, each side's sends
+// and receives complete into one CQ, as the cell driver's do (aSend is
+// aRecv, bSend is bRecv).
+func (e *benchEnv) pair(b *testing.B, shared bool) *benchPair {
 	p := &benchPair{}
 	mk := func(side int) (verbs.QP, verbs.CQ, verbs.CQ) {
 		s, err := e.devs[side].CreateCQ(1024)
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := e.devs[side].CreateCQ(1024)
-		if err != nil {
-			b.Fatal(err)
+		r := s
+		if !shared {
+			if r, err = e.devs[side].CreateCQ(1024); err != nil {
+				b.Fatal(err)
+			}
 		}
 		q, err := e.pds[side].CreateQP(verbs.QPConfig{SendCQ: s, RecvCQ: r, RNRRetry: 7})
 		if err != nil {
@@ -121,40 +126,6 @@ func (e *benchEnv) pair(b *testing.B) *benchPair {
 			b.Fatal(err)
 		}
 	}
-	return p
-}
-
-// sharedPair is pair with one CQ per side for sends and receives both,
-// as the cell driver has: aSend and bSend are those CQs.
-func (e *benchEnv) sharedPair(b *testing.B) *benchPair {
-	p := &benchPair{dst: e.dst}
-	var qs [2]verbs.QP
-	var cqs [2]verbs.CQ
-	for side := range qs {
-		cq, err := e.devs[side].CreateCQ(1024)
-		if err != nil {
-			b.Fatal(err)
-		}
-		q, err := e.pds[side].CreateQP(verbs.QPConfig{SendCQ: cq, RecvCQ: cq, RNRRetry: 7})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := q.Modify(verbs.StateInit, nil); err != nil {
-			b.Fatal(err)
-		}
-		qs[side], cqs[side] = q, cq
-	}
-	eps := [2]verbs.Endpoint{qs[0].Endpoint(), qs[1].Endpoint()}
-	for side, q := range qs {
-		if err := q.Modify(verbs.StateRTR, &eps[1-side]); err != nil {
-			b.Fatal(err)
-		}
-		if err := q.Modify(verbs.StateRTS, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	p.a, p.b = qs[0], qs[1]
-	p.aSend, p.aRecv, p.bSend, p.bRecv = cqs[0], cqs[0], cqs[1], cqs[1]
 	return p
 }
 
@@ -202,7 +173,7 @@ func BenchmarkWrite(b *testing.B) {
 				e := newBenchEnv(b, sz.n)
 				pairs := make([]*benchPair, qps)
 				for i := range pairs {
-					pairs[i] = e.pair(b)
+					pairs[i] = e.pair(b, false)
 					pairs[i].dst = e.dst
 					if i > 0 {
 						pairs[i].dst = e.region(b, 1, sz.n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
@@ -329,7 +300,7 @@ func BenchmarkRawTCP(b *testing.B) {
 // answered by another: the time one op takes is one round trip.
 func BenchmarkPingPong(b *testing.B) {
 	e := newBenchEnv(b, 4096)
-	p := e.pair(b)
+	p := e.pair(b, false)
 	src := e.region(b, 1, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	ping := verbs.SendWR{Opcode: verbs.OpWriteImm, SGL: []verbs.SGE{{Addr: e.src.Addr(), Length: 8, LKey: e.src.LKey()}},
 		RemoteAddr: e.dst.Addr(), RKey: e.dst.RKey()}
@@ -369,12 +340,7 @@ func BenchmarkPingPong(b *testing.B) {
 		if _, err := p.a.PostSend(&ping); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := p.aRecv.Wait(ctx, wc); err != nil {
-			b.Fatal(err)
-		}
-		if wc[0].Status != verbs.StatusSuccess {
-			b.Fatal(&verbs.WCError{WC: wc[0]})
-		}
+		waitOK(ctx, b, p.aRecv, wc)
 	}
 	b.StopTimer()
 	if err := <-done; err != nil {
@@ -389,7 +355,7 @@ func BenchmarkPingPong(b *testing.B) {
 // acknowledgements of both requests are part of it.
 func BenchmarkPingPongSignaled(b *testing.B) {
 	e := newBenchEnv(b, 4096)
-	p := e.sharedPair(b)
+	p := e.pair(b, true)
 	back := e.region(b, 0, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	src := e.region(b, 1, 4096, verbs.AccessLocalWrite)
 	ping := verbs.SendWR{Opcode: verbs.OpWriteImm, Flags: verbs.Signaled,
@@ -452,7 +418,7 @@ func BenchmarkLoneSignaled(b *testing.B) {
 		}
 		b.Run("op="+name, func(b *testing.B) {
 			e := newBenchEnv(b, 4096)
-			p := e.sharedPair(b)
+			p := e.pair(b, true)
 			wr := verbs.SendWR{Opcode: op, Flags: verbs.Signaled,
 				SGL:        []verbs.SGE{{Addr: e.src.Addr(), Length: 8, LKey: e.src.LKey()}},
 				RemoteAddr: e.dst.Addr(), RKey: e.dst.RKey()}
@@ -489,12 +455,7 @@ func BenchmarkLoneSignaled(b *testing.B) {
 				if _, err := p.a.PostSend(&wr); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := p.aSend.Wait(ctx, wc); err != nil {
-					b.Fatal(err)
-				}
-				if wc[0].Status != verbs.StatusSuccess {
-					b.Fatal(&verbs.WCError{WC: wc[0]})
-				}
+				waitOK(ctx, b, p.aSend, wc)
 			}
 			b.StopTimer()
 			cancel()
@@ -502,6 +463,17 @@ func BenchmarkLoneSignaled(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// waitOK waits for one completion into wc[0] and fails b unless it
+// succeeded.
+func waitOK(ctx context.Context, b *testing.B, cq verbs.CQ, wc []verbs.WC) {
+	if _, err := cq.Wait(ctx, wc[:1]); err != nil {
+		b.Fatal(err)
+	}
+	if wc[0].Status != verbs.StatusSuccess {
+		b.Fatal(&verbs.WCError{WC: wc[0]})
 	}
 }
 
@@ -616,7 +588,7 @@ func BenchmarkIdleCPU(b *testing.B) {
 	}{{"parked", 0}, {"tick=1ms", time.Millisecond}} {
 		b.Run(tc.name, func(b *testing.B) {
 			e := newBenchEnv(b, 4096)
-			p := e.pair(b)
+			p := e.pair(b, false)
 			var cpu, wall time.Duration
 			for i := 0; i < b.N; i++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
