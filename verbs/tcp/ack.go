@@ -142,13 +142,13 @@ func (l *link) lazyDue() {
 
 // releaseHeld writes a held acknowledgement now, unless the receive it
 // is held for has not completed yet, and reports whether the link stays
-// in the holds. It is called when the receive CQ's consumer is about to
+// in the holds (a link the QP left never does). It is called when the receive CQ's consumer is about to
 // block, so no answer is coming soon. It runs on that consumer's
 // goroutine and, like PostSend, never blocks.
 func (l *link) releaseHeld() (keep bool) {
 	c := &l.ctl
 	c.mu.Lock()
-	if c.held && c.ackPending && !c.ready {
+	if c.held && c.ackPending && !c.ready && !l.dead.Load() {
 		// The consumer has not seen the completion yet; it wakes for
 		// it and parks again after.
 		c.mu.Unlock()

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -219,4 +220,31 @@ func TestSignaledStreamAckedInBatches(t *testing.T) {
 	c := acks(b)
 	t.Logf("responder: %d acknowledgements for %d signaled WRITEs", c.alone, n)
 	require.LessOrEqual(t, c.alone, uint64(n/4), "acknowledgements written")
+}
+
+// TestHoldsDropLeftLinks lists a link whose held acknowledgement waits
+// for its receive to complete: a park keeps it listed, until the QP has
+// left the link, which no park may keep.
+func TestHoldsDropLeftLinks(t *testing.T) {
+	e := newEnv(t)
+	q := e.sharedQP(e.untimed())
+	require.NoError(t, q.Modify(verbs.StateInit, nil))
+	peer := verbs.Endpoint{Provider: "tcp", Addr: fakePeer.Addr, QPN: 1, PSN: 0}
+	require.NoError(t, q.Modify(verbs.StateRTR, &peer))
+	ours, theirs := net.Pipe()
+	drain(theirs)
+	q.mu.Lock()
+	l := newLinkLocked(q.QP, ours)
+	q.mu.Unlock()
+	l.start()
+	l.queueAck(0, ackHeld)
+	h := q.recvHolds
+	h.release()
+	require.EqualValues(t, 1, h.n.Load(), "kept while its receive has not completed")
+	q.mu.Lock()
+	l.dead.Store(true)
+	q.mu.Unlock()
+	h.release()
+	require.EqualValues(t, 0, h.n.Load(), "dropped once the QP left it")
+	require.NoError(t, q.Close())
 }
