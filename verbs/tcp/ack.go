@@ -107,12 +107,19 @@ func (l *link) flushDue() {
 	}
 }
 
-// heldReady says the receive of the request whose acknowledgement is
-// held has completed: a park from now on is the consumer's reaction to it.
-func (l *link) heldReady() {
+// completeHeld completes the receive of a request whose acknowledgement
+// is held, and marks the hold ready: a park from then on is the
+// consumer's reaction to the completion. Both happen under the holds'
+// lock, so a park sees the hold either before the completion (and keeps
+// it: the consumer wakes for the completion and parks again) or after.
+func (l *link) completeHeld(wc verbs.WC) {
+	h := l.qp.recvHolds
+	h.mu.Lock()
+	l.completeRecv(wc)
 	l.ctl.mu.Lock()
 	l.ctl.ready = true
 	l.ctl.mu.Unlock()
+	h.mu.Unlock()
 }
 
 // lazyDue runs when the timer of lazy and held acknowledgements fires:

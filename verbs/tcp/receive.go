@@ -188,10 +188,7 @@ func (l *link) serve(h *header) bool {
 		}
 		held := l.placed(h)
 		if h.typ == frameWriteImm {
-			l.completeRecv(verbs.WC{Opcode: verbs.OpRecvWriteImm, Flags: verbs.WCWithImm, Imm: h.imm, ByteLen: h.length})
-			if held {
-				l.heldReady()
-			}
+			l.completeReq(verbs.WC{Opcode: verbs.OpRecvWriteImm, Flags: verbs.WCWithImm, Imm: h.imm, ByteLen: h.length}, held)
 		} else if mr != nil {
 			mr.Landed()
 		}
@@ -202,11 +199,7 @@ func (l *link) serve(h *header) bool {
 		if !l.scatter(h) {
 			return false
 		}
-		held := l.placed(h)
-		l.completeRecv(verbs.WC{Opcode: verbs.OpRecv, ByteLen: h.length})
-		if held {
-			l.heldReady()
-		}
+		l.completeReq(verbs.WC{Opcode: verbs.OpRecv, ByteLen: h.length}, l.placed(h))
 	}
 	return true
 }
@@ -215,8 +208,8 @@ func (l *link) serve(h *header) bool {
 // queues the acknowledgement it asks for (see ack.go): before its
 // receive completes, so that the consumer the completion wakes may
 // answer with the acknowledgement behind its answer. It reports whether
-// the acknowledgement may be held, in which case the caller says when
-// the receive has completed (heldReady).
+// the acknowledgement may be held, in which case the caller completes
+// the receive through completeHeld.
 func (l *link) placed(h *header) bool {
 	l.expect++
 	switch {
@@ -334,6 +327,16 @@ func (l *link) takeRecv(h *header) bool {
 		case <-l.closing:
 		}
 		l.rnrTimer.Stop()
+	}
+}
+
+// completeReq completes the receive a request consumed, through
+// completeHeld if its acknowledgement is held.
+func (l *link) completeReq(wc verbs.WC, held bool) {
+	if held {
+		l.completeHeld(wc)
+	} else {
+		l.completeRecv(wc)
 	}
 }
 
