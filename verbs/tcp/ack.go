@@ -56,11 +56,11 @@ const (
 )
 
 // queueAck asks for every request up to psn to be acknowledged, as mode
-// says (ackHeld only for a request that completed a receive). It runs on
-// the receiver goroutine, before the request's receive completes: a
-// consumer woken by that completion finds the hold in place when it
-// parks again.
-func (l *link) queueAck(psn uint32, mode ackMode) {
+// says (ackHeld only for a request that completed a receive), and
+// reports whether the acknowledgement is held. It runs on the receiver
+// goroutine, before the request's receive completes: a consumer woken by
+// that completion finds the hold in place when it parks again.
+func (l *link) queueAck(psn uint32, mode ackMode) (held bool) {
 	c := &l.ctl
 	c.mu.Lock()
 	if !c.ackPending {
@@ -96,6 +96,7 @@ func (l *link) queueAck(psn uint32, mode ackMode) {
 	if arm {
 		c.lazy.Reset(l.qp.d.ackDelay)
 	}
+	return mode == ackHeld
 }
 
 // flushDue writes an urgent acknowledgement the receiver queued, before

@@ -208,8 +208,8 @@ func (l *link) serve(h *header) bool {
 // queues the acknowledgement it asks for (see ack.go): before its
 // receive completes, so that the consumer the completion wakes may
 // answer with the acknowledgement behind its answer. It reports whether
-// the acknowledgement may be held, in which case the caller completes
-// the receive through completeHeld.
+// the acknowledgement is held, in which case the caller completes the
+// receive through completeHeld.
 func (l *link) placed(h *header) bool {
 	l.expect++
 	switch {
@@ -222,8 +222,7 @@ func (l *link) placed(h *header) bool {
 		l.queueAck(h.psn, ackUrgent)
 		return false
 	}
-	l.queueAck(h.psn, ackHeld)
-	return true
+	return l.queueAck(h.psn, ackHeld)
 }
 
 // scatter reads a SEND's payload into the buffers of the held receive.
