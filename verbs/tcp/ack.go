@@ -150,9 +150,9 @@ func (l *link) lazyDue() {
 
 // releaseHeld writes a held acknowledgement now, unless the receive it
 // is held for has not completed yet, and reports whether the link stays
-// in the holds (a link the QP left never does). It is called when the receive CQ's consumer is about to
-// block, so no answer is coming soon. It runs on that consumer's
-// goroutine and, like PostSend, never blocks.
+// in the holds (a link the QP left never does). It is called when the
+// receive CQ's consumer is about to block, so no answer is coming soon.
+// It runs on that consumer's goroutine and, like PostSend, never blocks.
 func (l *link) releaseHeld() (keep bool) {
 	c := &l.ctl
 	c.mu.Lock()
@@ -276,8 +276,8 @@ func (h *holds) add(l *link) {
 }
 
 // release is the CQ's park hook. It writes the acknowledgements under
-// the lock, which only receivers listing a link wait for: writing
-// inline never blocks (see link.post).
+// the lock, which only receivers listing a link or completing a held
+// receive wait for: writing inline never blocks (see link.post).
 func (h *holds) release() {
 	if h.n.Load() == 0 {
 		return
