@@ -20,12 +20,12 @@ import (
 // the same sizes over loopback in one run, so their ratio is the
 // provider's overhead:
 //
-//	go test -run '^$' -bench 'Write|RawTCP|PingPong' ./verbs/tcp/
+//	go test -run '^$' -bench 'Write|RawTCP|PingPong|Lone' ./verbs/tcp/
 
 var benchSizes = []struct {
 	name string
 	n    int
-}{{"4KiB", 4 << 10}, {"1MiB", 1 << 20}, {"64MiB", 64 << 20}}
+}{{"4KiB", 4 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"64MiB", 64 << 20}}
 
 // rawChunk is the size of one write of the raw stream benchmark.
 const rawChunk = 1 << 20
@@ -87,16 +87,21 @@ func (e *benchEnv) region(b *testing.B, side, size int, access verbs.Access) ver
 	return mr
 }
 
-func (e *benchEnv) pair(b *testing.B) *benchPair {
+// pair connects a QP of each device. With shared set, each side's sends
+// and receives complete into one CQ, as the cell driver's do (aSend is
+// aRecv, bSend is bRecv).
+func (e *benchEnv) pair(b *testing.B, shared bool) *benchPair {
 	p := &benchPair{}
 	mk := func(side int) (verbs.QP, verbs.CQ, verbs.CQ) {
 		s, err := e.devs[side].CreateCQ(1024)
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := e.devs[side].CreateCQ(1024)
-		if err != nil {
-			b.Fatal(err)
+		r := s
+		if !shared {
+			if r, err = e.devs[side].CreateCQ(1024); err != nil {
+				b.Fatal(err)
+			}
 		}
 		q, err := e.pds[side].CreateQP(verbs.QPConfig{SendCQ: s, RecvCQ: r, RNRRetry: 7})
 		if err != nil {
@@ -168,7 +173,7 @@ func BenchmarkWrite(b *testing.B) {
 				e := newBenchEnv(b, sz.n)
 				pairs := make([]*benchPair, qps)
 				for i := range pairs {
-					pairs[i] = e.pair(b)
+					pairs[i] = e.pair(b, false)
 					pairs[i].dst = e.dst
 					if i > 0 {
 						pairs[i].dst = e.region(b, 1, sz.n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
@@ -295,7 +300,7 @@ func BenchmarkRawTCP(b *testing.B) {
 // answered by another: the time one op takes is one round trip.
 func BenchmarkPingPong(b *testing.B) {
 	e := newBenchEnv(b, 4096)
-	p := e.pair(b)
+	p := e.pair(b, false)
 	src := e.region(b, 1, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	ping := verbs.SendWR{Opcode: verbs.OpWriteImm, SGL: []verbs.SGE{{Addr: e.src.Addr(), Length: 8, LKey: e.src.LKey()}},
 		RemoteAddr: e.dst.Addr(), RKey: e.dst.RKey()}
@@ -335,17 +340,199 @@ func BenchmarkPingPong(b *testing.B) {
 		if _, err := p.a.PostSend(&ping); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := p.aRecv.Wait(ctx, wc); err != nil {
-			b.Fatal(err)
-		}
-		if wc[0].Status != verbs.StatusSuccess {
-			b.Fatal(&verbs.WCError{WC: wc[0]})
-		}
+		waitOK(ctx, b, p.aRecv, wc)
 	}
 	b.StopTimer()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkPingPongSignaled is BenchmarkPingPong as the cell engine
+// does it: every request signaled, and each side's sends and receives
+// completing into one CQ, which the side waits on until its receive
+// completes. The time one op takes is one round trip; the
+// acknowledgements of both requests are part of it.
+func BenchmarkPingPongSignaled(b *testing.B) {
+	e := newBenchEnv(b, 4096)
+	p := e.pair(b, true)
+	back := e.region(b, 0, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	src := e.region(b, 1, 4096, verbs.AccessLocalWrite)
+	ping := verbs.SendWR{Opcode: verbs.OpWriteImm, Flags: verbs.Signaled,
+		SGL:        []verbs.SGE{{Addr: e.src.Addr(), Length: 8, LKey: e.src.LKey()}},
+		RemoteAddr: e.dst.Addr(), RKey: e.dst.RKey()}
+	pong := verbs.SendWR{Opcode: verbs.OpWriteImm, Flags: verbs.Signaled,
+		SGL:        []verbs.SGE{{Addr: src.Addr(), Length: 8, LKey: src.LKey()}},
+		RemoteAddr: back.Addr(), RKey: back.RKey()}
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		w := &waiter{q: p.b, cq: p.bSend}
+		for range b.N {
+			if err := w.recv(ctx); err != nil {
+				done <- err
+				return
+			}
+			if _, err := p.b.PostSend(&pong); err != nil {
+				done <- err
+				return
+			}
+			w.sends++
+		}
+		done <- w.drain(ctx)
+	}()
+	w := &waiter{q: p.a, cq: p.aSend}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := p.a.PostRecv(&verbs.RecvWR{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.a.PostSend(&ping); err != nil {
+			b.Fatal(err)
+		}
+		w.sends++
+		w.posted = true
+		if err := w.recv(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.drain(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkLoneSignaled measures the completion of a signaled 8-byte
+// request nobody answers: post, wait for its completion, repeat. The
+// responder's consumer waits in its CQ for the receive each
+// WRITE_WITH_IMM consumes (op=writeimm), or has nothing to do (op=write).
+// The time one op takes is the acknowledgement's round trip.
+func BenchmarkLoneSignaled(b *testing.B) {
+	for _, op := range []verbs.Opcode{verbs.OpWrite, verbs.OpWriteImm} {
+		name := "write"
+		if op == verbs.OpWriteImm {
+			name = "writeimm"
+		}
+		b.Run("op="+name, func(b *testing.B) {
+			e := newBenchEnv(b, 4096)
+			p := e.pair(b, true)
+			wr := verbs.SendWR{Opcode: op, Flags: verbs.Signaled,
+				SGL:        []verbs.SGE{{Addr: e.src.Addr(), Length: 8, LKey: e.src.LKey()}},
+				RemoteAddr: e.dst.Addr(), RKey: e.dst.RKey()}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			if op == verbs.OpWriteImm {
+				for range 64 {
+					if _, err := p.b.PostRecv(&verbs.RecvWR{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				go func() {
+					wc := make([]verbs.WC, 16)
+					for {
+						n, err := p.bSend.Wait(ctx, wc)
+						if err != nil {
+							done <- nil
+							return
+						}
+						for range n {
+							if _, err := p.b.PostRecv(&verbs.RecvWR{}); err != nil {
+								done <- err
+								return
+							}
+						}
+					}
+				}()
+			} else {
+				close(done)
+			}
+			wc := make([]verbs.WC, 1)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := p.a.PostSend(&wr); err != nil {
+					b.Fatal(err)
+				}
+				waitOK(ctx, b, p.aSend, wc)
+			}
+			b.StopTimer()
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// waitOK waits for one completion into wc[0] and fails b unless it
+// succeeded.
+func waitOK(ctx context.Context, b *testing.B, cq verbs.CQ, wc []verbs.WC) {
+	if _, err := cq.Wait(ctx, wc[:1]); err != nil {
+		b.Fatal(err)
+	}
+	if wc[0].Status != verbs.StatusSuccess {
+		b.Fatal(&verbs.WCError{WC: wc[0]})
+	}
+}
+
+// waiter reaps one side's shared CQ: send completions, which it counts
+// down, and the receive it waits for.
+type waiter struct {
+	q      verbs.QP
+	cq     verbs.CQ
+	wc     [8]verbs.WC
+	sends  int  // send completions still to come
+	posted bool // a receive is posted (the pinger posts its own)
+}
+
+// recv waits for the next receive completion, posting the receive first
+// unless the caller did.
+func (w *waiter) recv(ctx context.Context) error {
+	if !w.posted {
+		if _, err := w.q.PostRecv(&verbs.RecvWR{}); err != nil {
+			return err
+		}
+	}
+	w.posted = false
+	for {
+		n, err := w.cq.Wait(ctx, w.wc[:])
+		if err != nil {
+			return err
+		}
+		got := false
+		for _, c := range w.wc[:n] {
+			if c.Status != verbs.StatusSuccess {
+				return &verbs.WCError{WC: c}
+			}
+			if c.Opcode == verbs.OpRecvWriteImm {
+				got = true
+			} else {
+				w.sends--
+			}
+		}
+		if got {
+			return nil
+		}
+	}
+}
+
+// drain waits for the send completions still to come.
+func (w *waiter) drain(ctx context.Context) error {
+	for w.sends > 0 {
+		n, err := w.cq.Wait(ctx, w.wc[:])
+		if err != nil {
+			return err
+		}
+		for _, c := range w.wc[:n] {
+			if c.Status != verbs.StatusSuccess {
+				return &verbs.WCError{WC: c}
+			}
+			w.sends--
+		}
+	}
+	return nil
 }
 
 // BenchmarkRawTCPPingPong is the same round trip with 8-byte messages on a
@@ -401,7 +588,7 @@ func BenchmarkIdleCPU(b *testing.B) {
 	}{{"parked", 0}, {"tick=1ms", time.Millisecond}} {
 		b.Run(tc.name, func(b *testing.B) {
 			e := newBenchEnv(b, 4096)
-			p := e.pair(b)
+			p := e.pair(b, false)
 			var cpu, wall time.Duration
 			for i := 0; i < b.N; i++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

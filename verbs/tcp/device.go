@@ -64,11 +64,14 @@ type Device struct {
 	// lingering counts the connections that said goodbye and wait, in
 	// the background, for their peer to close (see link.leave).
 	lingering sync.WaitGroup
+	// ackDelay is the package's ackDelay; tests lengthen it before the
+	// device has QPs, to take the timer out of what they count.
+	ackDelay time.Duration
 
 	mu      sync.Mutex
 	closed  bool
 	qps     map[uint32]*QP
-	cqs     map[*soft.CQ]struct{}
+	cqs     map[*soft.CQ]*holds
 	pds     map[*PD]struct{}
 	hs      map[net.Conn]struct{} // connections in handshake, closed by Close
 	nextQPN uint32
@@ -123,17 +126,18 @@ func Open(opts Options) (*Device, error) {
 		addr = net.JoinHostPort(opts.Host, fmt.Sprint(la.Port))
 	}
 	d := &Device{
-		opts:   opts,
-		secret: append([]byte(nil), opts.Secret...),
-		ln:     ln,
-		addr:   addr,
-		log:    log.With("provider", "tcp", "addr", addr),
-		hsSem:  make(chan struct{}, maxHandshakes),
-		warn:   newWarnLimiter(log.With("provider", "tcp", "addr", addr), warnInterval),
-		qps:    make(map[uint32]*QP),
-		cqs:    make(map[*soft.CQ]struct{}),
-		pds:    make(map[*PD]struct{}),
-		hs:     make(map[net.Conn]struct{}),
+		opts:     opts,
+		ackDelay: ackDelay,
+		secret:   append([]byte(nil), opts.Secret...),
+		ln:       ln,
+		addr:     addr,
+		log:      log.With("provider", "tcp", "addr", addr),
+		hsSem:    make(chan struct{}, maxHandshakes),
+		warn:     newWarnLimiter(log.With("provider", "tcp", "addr", addr), warnInterval),
+		qps:      make(map[uint32]*QP),
+		cqs:      make(map[*soft.CQ]*holds),
+		pds:      make(map[*PD]struct{}),
+		hs:       make(map[net.Conn]struct{}),
 		// QPNs start at a random point so that a peer holding an endpoint
 		// of an earlier device on the same address does not find a QP.
 		nextQPN: randUint32() | 1,
@@ -170,7 +174,9 @@ func (d *Device) AllocPD() (verbs.PD, error) {
 }
 
 // CreateCQ implements verbs.Device. The CQ is a *soft.CQ; QPs of this
-// device accept only CQs it created.
+// device accept only CQs it created. A goroutine about to block in its
+// Wait releases the acknowledgements held for answers to the requests
+// whose receives complete into it (see holds).
 func (d *Device) CreateCQ(depth int) (verbs.CQ, error) {
 	cq, err := soft.NewCQ(depth)
 	if err != nil {
@@ -181,22 +187,26 @@ func (d *Device) CreateCQ(depth int) (verbs.CQ, error) {
 	if d.closed {
 		return nil, fmt.Errorf("tcp: create CQ: %w", verbs.ErrClosed)
 	}
-	d.cqs[cq] = struct{}{}
+	h := &holds{}
+	cq.SetPark(h.release)
+	d.cqs[cq] = h
 	return cq, nil
 }
 
-// ownCQ returns c as a CQ of this device, or an error naming what it is.
-func (d *Device) ownCQ(c verbs.CQ, which string) (*soft.CQ, error) {
+// ownCQ returns c as a CQ of this device, with its held acknowledgements,
+// or an error naming what it is.
+func (d *Device) ownCQ(c verbs.CQ, which string) (*soft.CQ, *holds, error) {
 	cq, ok := c.(*soft.CQ)
+	var h *holds
 	if ok {
 		d.mu.Lock()
-		_, ok = d.cqs[cq]
+		h, ok = d.cqs[cq]
 		d.mu.Unlock()
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %T was not created by this tcp device", verbs.ErrInvalidArgument, which, c)
+		return nil, nil, fmt.Errorf("%w: %s %T was not created by this tcp device", verbs.ErrInvalidArgument, which, c)
 	}
-	return cq, nil
+	return cq, h, nil
 }
 
 // Close implements verbs.Device: it stops listening, moves every open QP

@@ -59,12 +59,20 @@
 // One goroutine at a time holds the socket's sending side, so frames
 // leave in PSN order whoever writes them. A signaled request completes
 // when the acknowledgement covering it arrives, so its data is in the
-// peer's memory. Requests are acknowledged
-// cumulatively: at once for signaled requests, and with the peer's next
-// frame (or after a fraction of a millisecond) for the last of a batch of
-// unsignaled ones, so a request answered by a request carries its
-// acknowledgement for free (behind the request, where the peer reads it
-// in the same system call). If the peer shows no sign of life (no frame,
+// peer's memory. Requests are acknowledged cumulatively, and an
+// acknowledgement behind a request costs no system call of its own (the
+// peer reads it with the request), so the responder writes one alone only
+// when it must: for a signaled WRITE before its receiver next reads, once
+// for all the requests of one read; for a signaled WRITE_WITH_IMM or SEND,
+// which completes a receive whose consumer may answer (as the cell engine
+// answers every cell with a token), it waits for that answer, until the
+// consumer is about to block in the receive CQ's Wait having answered
+// nothing, or at most about a millisecond; the responder scores per
+// connection whether answers come, and where they do not it does not
+// wait, so a lone request's completion waits for no one. The last of a
+// batch of unsignaled requests is acknowledged with the peer's next frame
+// or after that millisecond. A request answered by a request thus costs
+// one system call each way, as over a plain socket. If the peer shows no sign of life (no frame,
 // no progress writing) for Timeout × (RetryCount+1) while requests are
 // outstanding, or the connection breaks (EOF, reset, TCP_USER_TIMEOUT,
 // keepalive), the oldest outstanding request completes with

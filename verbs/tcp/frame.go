@@ -53,12 +53,13 @@ const (
 func (t frameType) isData() bool { return t >= frameWrite && t <= frameSend }
 
 // Acknowledgement requests. Acknowledgements are cumulative, so the
-// requester asks for few: flagAckReq (now) on signaled requests, whose
+// requester asks for few: flagAckReq (soon) on signaled requests, whose
 // completion waits for it, and on the last frame of a batch when its send
 // queue is half full; flagAckLazy on the last frame of other batches, which
 // the responder acknowledges with the next frame it writes anyway, or after
-// ackDelay. A request-response exchange then carries its acknowledgement in
-// the response's system call.
+// ackDelay. How soon the responder answers flagAckReq is its own choice
+// (see ack.go); a request-response exchange carries its acknowledgement
+// in the response's system call.
 const (
 	flagAckReq  = 1 << 0
 	flagAckLazy = 1 << 1

@@ -94,6 +94,14 @@ func FuzzResponder(f *testing.F) {
 		header{typ: frameSend, flags: flagAckReq, psn: 2, length: 150},
 		header{typ: frameSend, psn: 3, length: 16},
 	))
+	// Signaled WRITE_WITH_IMMs, whose acknowledgements are held for an
+	// answer, between a signaled WRITE and a lazy one.
+	f.Add(seedFrames(
+		header{typ: frameWriteImm, flags: flagAckReq, psn: 0, rkey: 0, raddr: 0, length: 8, imm: 1},
+		header{typ: frameWrite, flags: flagAckReq, psn: 1, rkey: 0, raddr: 8, length: 8},
+		header{typ: frameWriteImm, flags: flagAckReq, psn: 2, rkey: 0, raddr: 16, length: 0, imm: 2},
+		header{typ: frameWrite, flags: flagAckLazy, psn: 3, rkey: 0, raddr: 24, length: 8},
+	))
 	f.Add(seedFrames(header{typ: frameWrite, psn: 0, rkey: 1, raddr: 0, length: 8}))
 	f.Add(seedFrames(header{typ: frameWrite, psn: 0, rkey: 0, raddr: 4090, length: 8}))
 	f.Add(seedFrames(header{typ: frameSend, psn: 0, length: 300}))

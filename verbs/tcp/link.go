@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdmacell/rdmacell/verbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,6 +51,7 @@ type link struct {
 	// Receiver state, owned by the receiver goroutine.
 	rd       reader
 	expect   uint32 // PSN of the next request from the peer
+	ackDue   bool   // an urgent acknowledgement waits for the receiver's next system call
 	rbufs    [][]byte
 	rnrTimer *time.Timer
 }
@@ -59,7 +59,8 @@ type link struct {
 // control holds the frames the receiver asks the sender to write: the
 // sender is the only writer, so the receiver never blocks on a full
 // socket while the peer waits for it to read (both sides writing and
-// neither reading would deadlock).
+// neither reading would deadlock). See ack.go for how acknowledgements
+// wait for a frame to ride with.
 type control struct {
 	mu         sync.Mutex
 	ack        uint32
@@ -69,10 +70,25 @@ type control struct {
 	rnrPending bool
 	nak        header
 	nakPending bool
-	// lazy makes a lazy acknowledgement urgent after ackDelay, unless a
-	// frame took it along before; lazyArmed says it is pending.
+	// lazy makes a lazy or held acknowledgement urgent after ackDelay,
+	// unless a frame took it along before; lazyArmed says it is pending.
 	lazy      *time.Timer
 	lazyArmed bool
+	// since is when the pending acknowledgement was queued (monoNow).
+	since int64
+	// held says the pending acknowledgement waits for an answer, ready
+	// that the receive of its request has completed; candidate that it
+	// is for a request that may be answered (held or not); listed that
+	// the link is in its receive CQ's holds.
+	held, ready, candidate, listed bool
+	// alone says an acknowledgement of a candidate went out by itself
+	// and no frame followed yet; answered scores how often a frame did
+	// follow (see takeControlLocked).
+	alone    bool
+	answered int8
+	// Counts, for tests: acknowledgements written by themselves, held
+	// ones written without an answer, and held ones a park released.
+	nAlone, nMissed, nParked uint64
 }
 
 // newLinkLocked creates the link of q over conn, counted in its wait group
@@ -103,6 +119,7 @@ func newLinkLocked(q *QP, conn net.Conn) *link {
 		}
 	}
 	l.rd.init(conn)
+	l.rd.before = l.flushDue
 	l.wg.Add(2)
 	q.link = l
 	q.touch()
@@ -226,99 +243,6 @@ func (l *link) writeFailed(err error) {
 			}
 		})
 	}
-}
-
-// queueAck asks for every request up to psn to be acknowledged: now if
-// urgent, written inline when the socket takes it, else with the next
-// frame written or after ackDelay. A lazy acknowledgement wakes nobody:
-// a request answered by a request carries it in the answer's writev.
-func (l *link) queueAck(psn uint32, urgent bool) {
-	l.ctl.mu.Lock()
-	l.ctl.ack, l.ctl.ackPending = psn, true
-	l.ctl.ackUrgent = l.ctl.ackUrgent || urgent
-	arm := !l.ctl.ackUrgent && !l.ctl.lazyArmed
-	if arm {
-		l.ctl.lazyArmed = true
-	}
-	l.ctl.mu.Unlock()
-	if urgent {
-		l.post()
-	} else if arm {
-		l.ctl.lazy.Reset(ackDelay)
-	}
-}
-
-// lazyDue runs ackDelay after a lazy acknowledgement was queued: if no
-// frame took it along, it becomes urgent and the sender writes it.
-func (l *link) lazyDue() {
-	l.ctl.mu.Lock()
-	l.ctl.lazyArmed = false
-	due := l.ctl.ackPending
-	if due {
-		l.ctl.ackUrgent = true
-	}
-	l.ctl.mu.Unlock()
-	if due {
-		l.wake()
-	}
-}
-
-func (l *link) queueRNR(psn uint32) {
-	l.ctl.mu.Lock()
-	l.ctl.rnr, l.ctl.rnrPending = psn, true
-	l.ctl.mu.Unlock()
-	l.post()
-}
-
-func (l *link) queueNak(psn uint32, st verbs.Status) {
-	l.ctl.mu.Lock()
-	l.ctl.nak = header{typ: frameNak, psn: psn, status: st}
-	l.ctl.nakPending = true
-	l.ctl.mu.Unlock()
-	l.wake()
-}
-
-// takeControl encodes the pending RNR notice and acknowledgement (lazy
-// ones too: they ride with whatever is written) into buf, which holds
-// three headers, and returns their length. A NAK is left for finish,
-// which half-closes after it.
-func (l *link) takeControl(buf []byte) int {
-	l.ctl.mu.Lock()
-	n := l.takeControlLocked(buf)
-	l.ctl.mu.Unlock()
-	return n
-}
-
-// takeControlLocked puts a pending RNR notice before a pending
-// acknowledgement: the notice was queued first, and an acknowledgement
-// that covers its request before it would make the notice name a request
-// no longer in flight, which the requester takes for a protocol error.
-func (l *link) takeControlLocked(buf []byte) (n int) {
-	if l.ctl.rnrPending {
-		encodeHeader(buf[n:], &header{typ: frameRNR, psn: l.ctl.rnr})
-		l.ctl.rnrPending = false
-		n += headerLen
-	}
-	if l.ctl.ackPending {
-		encodeHeader(buf[n:], &header{typ: frameAck, psn: l.ctl.ack})
-		l.ctl.ackPending, l.ctl.ackUrgent = false, false
-		n += headerLen
-	}
-	return n
-}
-
-// takeControlNak is takeControl with the NAK last, if there is one.
-func (l *link) takeControlNak(buf []byte) (n int, nak bool) {
-	l.ctl.mu.Lock()
-	n = l.takeControlLocked(buf)
-	if l.ctl.nakPending {
-		encodeHeader(buf[n:], &l.ctl.nak)
-		l.ctl.nakPending = false
-		n += headerLen
-		nak = true
-	}
-	l.ctl.mu.Unlock()
-	return n, nak
 }
 
 // tuneConn sets the socket options of a QP's connection. TCP_USER_TIMEOUT

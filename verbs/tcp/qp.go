@@ -103,6 +103,7 @@ type QP struct {
 	qpn            uint32
 	cfg            qpConfig
 	sendCQ, recvCQ *soft.CQ
+	recvHolds      *holds // the acknowledgements held for answers to requests completing into recvCQ
 	rq             *soft.RecvQueue
 	checkRecvFn    func(*verbs.RecvWR) error
 	recvPosted     chan struct{} // wakes a responder waiting for a receive (RNR)
@@ -151,11 +152,11 @@ func newQP(pd *PD, c verbs.QPConfig) (*QP, error) {
 	if c.SendCQ == nil || c.RecvCQ == nil {
 		return nil, fmt.Errorf("%w: SendCQ and RecvCQ are required", verbs.ErrInvalidArgument)
 	}
-	scq, err := d.ownCQ(c.SendCQ, "SendCQ")
+	scq, _, err := d.ownCQ(c.SendCQ, "SendCQ")
 	if err != nil {
 		return nil, err
 	}
-	rcq, err := d.ownCQ(c.RecvCQ, "RecvCQ")
+	rcq, rholds, err := d.ownCQ(c.RecvCQ, "RecvCQ")
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +166,7 @@ func newQP(pd *PD, c verbs.QPConfig) (*QP, error) {
 		cfg:        cfg,
 		sendCQ:     scq,
 		recvCQ:     rcq,
+		recvHolds:  rholds,
 		rq:         soft.NewRecvQueue(cfg.maxRecvWR, cfg.maxSGE),
 		recvPosted: make(chan struct{}, 1),
 		sq:         newSendQueue(cfg.maxSendWR, cfg.maxSGE),

@@ -38,6 +38,10 @@ type reader struct {
 
 	gone   bool
 	goneFn func(fd uintptr)
+
+	// before, if set, runs before every system call that reads: the
+	// link writes the acknowledgements that cannot wait for the peer.
+	before func()
 }
 
 // Read-ahead sizes: the buffer, and the largest rest of a payload that is
@@ -132,6 +136,9 @@ func (r *reader) fill(dst []byte, last bool) error {
 // readv reads into a and then b with one system call, or one Read when
 // conn is no socket. It returns an error only when it read nothing.
 func (r *reader) readv(a, b []byte) (int, error) {
+	if r.before != nil {
+		r.before()
+	}
 	if r.raw == nil {
 		if len(a) > 0 {
 			return r.conn.Read(a)

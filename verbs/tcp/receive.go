@@ -186,8 +186,9 @@ func (l *link) serve(h *header) bool {
 			l.readFailed(err)
 			return false
 		}
+		held := l.placed(h)
 		if h.typ == frameWriteImm {
-			l.completeRecv(verbs.WC{Opcode: verbs.OpRecvWriteImm, Flags: verbs.WCWithImm, Imm: h.imm, ByteLen: h.length})
+			l.completeReq(verbs.WC{Opcode: verbs.OpRecvWriteImm, Flags: verbs.WCWithImm, Imm: h.imm, ByteLen: h.length}, held)
 		} else if mr != nil {
 			mr.Landed()
 		}
@@ -198,13 +199,30 @@ func (l *link) serve(h *header) bool {
 		if !l.scatter(h) {
 			return false
 		}
-		l.completeRecv(verbs.WC{Opcode: verbs.OpRecv, ByteLen: h.length})
-	}
-	l.expect++
-	if h.flags&(flagAckReq|flagAckLazy) != 0 {
-		l.queueAck(h.psn, h.flags&flagAckReq != 0)
+		l.completeReq(verbs.WC{Opcode: verbs.OpRecv, ByteLen: h.length}, l.placed(h))
 	}
 	return true
+}
+
+// placed records that request h is executed, its data in place, and
+// queues the acknowledgement it asks for (see ack.go): before its
+// receive completes, so that the consumer the completion wakes may
+// answer with the acknowledgement behind its answer. It reports whether
+// the acknowledgement is held, in which case the caller completes the
+// receive through completeHeld.
+func (l *link) placed(h *header) bool {
+	l.expect++
+	switch {
+	case h.flags&flagAckReq == 0:
+		if h.flags&flagAckLazy != 0 {
+			l.queueAck(h.psn, ackLazy)
+		}
+		return false
+	case h.typ == frameWrite:
+		l.queueAck(h.psn, ackUrgent)
+		return false
+	}
+	return l.queueAck(h.psn, ackHeld)
 }
 
 // scatter reads a SEND's payload into the buffers of the held receive.
@@ -308,6 +326,16 @@ func (l *link) takeRecv(h *header) bool {
 		case <-l.closing:
 		}
 		l.rnrTimer.Stop()
+	}
+}
+
+// completeReq completes the receive a request consumed, through
+// completeHeld if its acknowledgement is held.
+func (l *link) completeReq(wc verbs.WC, held bool) {
+	if held {
+		l.completeHeld(wc)
+	} else {
+		l.completeRecv(wc)
 	}
 }
 

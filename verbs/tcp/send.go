@@ -21,8 +21,10 @@ const (
 	// large request is on its way and a slow but live peer is not taken
 	// for a dead one.
 	writeChunk = 4 << 20
-	// ackDelay bounds how long a lazy acknowledgement waits for a frame
-	// to ride with.
+	// ackDelay bounds how long a lazy or held acknowledgement waits for
+	// a frame to ride with. The runtime's timers on an idle process fire
+	// a millisecond late at worst: the network poller sleeps in whole
+	// milliseconds.
 	ackDelay = 200 * time.Microsecond
 	// nakLinger bounds how long a responder that refused a request waits
 	// for its NAK to be read before it closes the connection.
@@ -151,7 +153,7 @@ func (l *link) flush(block bool) (done bool, err error) {
 		// reader.fill), so an acknowledgement riding behind a small
 		// request costs it no system call of its own.
 		vec := l.appendFrames(l.vec[:0], start, end, pressed)
-		if n := l.takeControl(l.ctlBuf[:]); n > 0 {
+		if n := l.takeControl(l.ctlBuf[:], end > start); n > 0 {
 			vec = append(vec, l.ctlBuf[:n])
 		}
 		l.vec = vec
