@@ -208,8 +208,11 @@ func (w *world) failPeer(p *peer, err error, abortLinks bool) {
 		// bytes have landed here; the ranges' ends may still be on the
 		// way, and its links stay up until this end says goodbye too. A
 		// receive that has asked for all of its message completes with
-		// them, or fails when the links go down.
-		match = func(h *Handle) bool { return h.send || !h.asked }
+		// them, or fails when the links go down. So does a send with
+		// bytes in flight: the peer hands a range back as soon as its
+		// last cell lands, and may take a message and leave before the
+		// acknowledgements of its cells are back here.
+		match = func(h *Handle) bool { return h.send && h.inflight == 0 || !h.send && !h.asked }
 	}
 	p.cancelWhereLocked(err, match)
 	p.mu.Unlock()

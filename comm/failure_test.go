@@ -166,6 +166,37 @@ func TestWrongSecret(t *testing.T) {
 	}
 }
 
+// A rank that takes a message and closes at once may be gone before the
+// acknowledgements of the message's cells are back at the sender (a range
+// is handed back on its last cell's arrival): the send completes all the
+// same, not with the peer's goodbye. Without that a collective's last
+// exchange failed on the rank that finished second now and then.
+func TestSendCompletesWhenPeerTakesItAndCloses(t *testing.T) {
+	for _, tr := range []Transport{TransportShm, TransportTCP} {
+		t.Run(string(tr), func(t *testing.T) {
+			for round := range 20 {
+				comms := startComms(t, 2, tr, nil)
+				ctx := bounded(t)
+				closed := make(chan error, 1)
+				// A message of several chunks: its last ranges' ends are on
+				// the bulk connection, the goodbye on the control one.
+				const n = 1 << 20
+				go func() {
+					_, err := comms[0].Recv(ctx, 1, 3, make([]byte, n))
+					if err == nil {
+						err = comms[0].Close()
+					}
+					closed <- err
+				}()
+				require.NoError(t, comms[1].Send(ctx, 0, 3, make([]byte, n)), "round %d", round)
+				// Rank 0's Close waits for this goodbye.
+				require.NoError(t, comms[1].Close(), "round %d", round)
+				require.NoError(t, <-closed, "round %d", round)
+			}
+		})
+	}
+}
+
 // A rank that closes its communicator has finished its collectives; the
 // others may still be finishing theirs among themselves. Its goodbye fails
 // what involves it, not the ordered channel between the others.
