@@ -124,3 +124,14 @@ type HoldAckWrite struct {
 	Slot int
 	Ack  HoldAck
 }
+
+// queued reports whether this batch already writes a record of range seq:
+// reemit writes each record once a batch.
+func queued[W any](ws []W, seq uint32, seqOf func(*W) uint32) bool {
+	for i := range ws {
+		if seqOf(&ws[i]) == seq {
+			return true
+		}
+	}
+	return false
+}

@@ -112,7 +112,7 @@ func (e *Engine) writeGrant(x *recvRange) {
 // answers to holds.
 func (r *receiver) reemit(e *Engine) {
 	for s := r.oldest; s != r.seq; s++ {
-		if x := r.at(s); x.state == recvGranted && !e.grantQueued(s) {
+		if x := r.at(s); x.state == recvGranted && !queued(e.rd.Grants, s, func(w *GrantWrite) uint32 { return w.Grant.Seq }) {
 			e.writeGrant(x)
 		}
 	}
@@ -130,24 +130,6 @@ func (e *Engine) writeHoldAck(a HoldAck) {
 		e.rd.HoldAcks = append(e.rd.HoldAcks, HoldAckWrite{Path: q, Slot: int(slot), Ack: a})
 	}
 	e.rcv.acks[slot] = ackRec{a: a, pending: q < 0}
-}
-
-func (e *Engine) ackQueued(seq uint32) bool {
-	for i := range e.rd.HoldAcks {
-		if e.rd.HoldAcks[i].Ack.Seq == seq {
-			return true
-		}
-	}
-	return false
-}
-
-func (e *Engine) grantQueued(seq uint32) bool {
-	for i := range e.rd.Grants {
-		if e.rd.Grants[i].Grant.Seq == seq {
-			return true
-		}
-	}
-	return false
 }
 
 // Final feeds a final polled from the final ring. Duplicates and stale
@@ -353,7 +335,7 @@ func (e *Engine) Hold(now int64, h Hold) {
 		h.Path >= 0 && h.Path < len(e.paths) && e.paths[h.Path].state == PathUp {
 		r.ackPath[slot] = int8(h.Path)
 	}
-	if !e.ackQueued(a.Seq) {
+	if !queued(e.rd.HoldAcks, a.Seq, func(w *HoldAckWrite) uint32 { return w.Ack.Seq }) {
 		e.writeHoldAck(a)
 	}
 }

@@ -249,25 +249,16 @@ func (e *Engine) writeFinal(f Final) {
 // answered.
 func (s *sender) reemit(e *Engine) {
 	for q := s.oldest; q != s.seq; q++ {
-		if r := s.at(q); r.active && r.hold == holdAsked && !e.holdQueued(q) {
+		if r := s.at(q); r.active && r.hold == holdAsked && !queued(e.rd.Holds, q, func(w *HoldWrite) uint32 { return w.Hold.Seq }) {
 			e.writeHold(r)
 		}
 	}
 	for i := range s.finals {
 		f := &s.finals[i]
-		if f.valid && !(s.anyGrant && seqDiff(s.maxGrant, f.f.Seq) >= int32(len(s.finals))) && !e.finalQueued(f.f.Seq) {
+		if f.valid && !(s.anyGrant && seqDiff(s.maxGrant, f.f.Seq) >= int32(len(s.finals))) && !queued(e.rd.Finals, f.f.Seq, func(w *FinalWrite) uint32 { return w.Final.Seq }) {
 			e.writeFinal(f.f)
 		}
 	}
-}
-
-func (e *Engine) finalQueued(seq uint32) bool {
-	for i := range e.rd.Finals {
-		if e.rd.Finals[i].Final.Seq == seq {
-			return true
-		}
-	}
-	return false
 }
 
 // requeue puts a cell that may not have landed back on the re-post queue.
@@ -293,15 +284,6 @@ func (e *Engine) writeHold(r *sendRange) {
 	if q := e.slotPath(&e.snd.holdPath[slot]); q >= 0 {
 		e.rd.Holds = append(e.rd.Holds, HoldWrite{Path: q, Slot: int(slot), Hold: Hold{Seq: r.seq, Path: q}})
 	}
-}
-
-func (e *Engine) holdQueued(seq uint32) bool {
-	for i := range e.rd.Holds {
-		if e.rd.Holds[i].Hold.Seq == seq {
-			return true
-		}
-	}
-	return false
 }
 
 // mayRepost reports whether cell c, queued for re-posting, may go now: not

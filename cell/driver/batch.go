@@ -69,39 +69,39 @@ func (a *actor) WriteToken(t *cell.TokenWrite) {
 }
 
 func (a *actor) WriteGrant(g *cell.GrantWrite) {
-	c := (*Conn)(a)
-	if g.Slot < c.lay.ranges {
-		st := c.lay.stGrantOff(g.Path, g.Slot)
-		cell.PutGrant(c.stage[st:], g.Grant)
-		c.writeRecordLocked(g.Path, st, cell.GrantSize, c.lay.grantOff(g.Slot), wrWatched)
-	}
+	writeRingRecord((*Conn)(a), g.Path, g.Slot, ring{stage: a.lay.stGrants, peer: a.lay.grants, size: cell.GrantSize},
+		cell.PutGrant, g.Grant, wrWatched)
 }
 
 func (a *actor) WriteFinal(f *cell.FinalWrite) {
-	c := (*Conn)(a)
-	if f.Slot < c.lay.ranges {
-		st := c.lay.stFinalOff(f.Path, f.Slot)
-		cell.PutFinal(c.stage[st:], f.Final)
-		c.writeRecordLocked(f.Path, st, cell.FinalSize, c.lay.finalOff(f.Slot), wrWatched|wrBell)
-	}
+	writeRingRecord((*Conn)(a), f.Path, f.Slot, ring{stage: a.lay.stFinals, peer: a.lay.finals, size: cell.FinalSize},
+		cell.PutFinal, f.Final, wrWatched|wrBell)
 }
 
 func (a *actor) WriteHold(h *cell.HoldWrite) {
-	c := (*Conn)(a)
-	if h.Slot < c.lay.ranges {
-		st := c.lay.stHoldOff(h.Path, h.Slot)
-		cell.PutHold(c.stage[st:], h.Hold)
-		c.writeRecordLocked(h.Path, st, cell.HoldSize, c.lay.holdOff(h.Slot), wrWatched|wrBell)
-	}
+	writeRingRecord((*Conn)(a), h.Path, h.Slot, ring{stage: a.lay.stHolds, peer: a.lay.holds, size: cell.HoldSize},
+		cell.PutHold, h.Hold, wrWatched|wrBell)
 }
 
 func (a *actor) WriteHoldAck(h *cell.HoldAckWrite) {
-	c := (*Conn)(a)
-	if h.Slot < c.lay.ranges {
-		st := c.lay.stAckOff(h.Path, h.Slot)
-		cell.PutHoldAck(c.stage[st:], h.Ack)
-		c.writeRecordLocked(h.Path, st, cell.HoldSize, c.lay.ackOff(h.Slot), wrWatched|wrBell)
+	writeRingRecord((*Conn)(a), h.Path, h.Slot, ring{stage: a.lay.stAcks, peer: a.lay.acks, size: cell.HoldSize},
+		cell.PutHoldAck, h.Ack, wrWatched|wrBell)
+}
+
+// ring places one of the MaxRanges-slot rings: its offset in this end's
+// staging area (a slot per path and ring slot), in the peer's ring region,
+// and its records' size.
+type ring struct{ stage, peer, size int }
+
+// writeRingRecord encodes rec with put into path q's staging slot for ring
+// slot slot and writes it into that slot of the peer's ring, over q.
+func writeRingRecord[T any](c *Conn, q, slot int, r ring, put func([]byte, T), rec T, flags uint64) {
+	if slot < 0 || slot >= c.lay.ranges {
+		return
 	}
+	st := r.stage + (q*c.lay.ranges+slot)*r.size
+	put(c.stage[st:], rec)
+	c.writeRecordLocked(q, st, r.size, r.peer+slot*r.size, flags)
 }
 
 // Failed closes every QP before the failed ranges are handed back, so

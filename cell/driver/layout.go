@@ -75,38 +75,14 @@ func (l *layout) tokenOff(path, slot int) int {
 	return l.tokens + (path*l.window+slot)*cell.TokenSize
 }
 
-func (l *layout) grantOff(slot int) int { return l.grants + slot*cell.GrantSize }
-
-func (l *layout) finalOff(slot int) int { return l.finals + slot*cell.FinalSize }
-
 func (l *layout) tailOff(slot int) int { return l.tails + slot*cell.TailSize }
-
-func (l *layout) holdOff(slot int) int { return l.holds + slot*cell.HoldSize }
-
-func (l *layout) ackOff(slot int) int { return l.acks + slot*cell.HoldSize }
 
 func (l *layout) stTailOff(path, slot int) int {
 	return l.stTails + (path*l.ranges+slot)*cell.TailSize
 }
 
-func (l *layout) stHoldOff(path, slot int) int {
-	return l.stHolds + (path*l.ranges+slot)*cell.HoldSize
-}
-
-func (l *layout) stAckOff(path, slot int) int {
-	return l.stAcks + (path*l.ranges+slot)*cell.HoldSize
-}
-
 func (l *layout) stTokenOff(path, slot int) int {
 	return l.stTokens + (path*l.window+slot)*cell.TokenSize
-}
-
-func (l *layout) stGrantOff(path, slot int) int {
-	return l.stGrants + (path*l.ranges+slot)*cell.GrantSize
-}
-
-func (l *layout) stFinalOff(path, slot int) int {
-	return l.stFinals + (path*l.ranges+slot)*cell.FinalSize
 }
 
 func (l *layout) ctlSendOff(lane, slot int) int {
