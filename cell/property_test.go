@@ -18,33 +18,26 @@ import (
 // corrupt delivery: every range ends exactly once at each end, delivered
 // intact or failed; no write lands outside granted, engine-owned memory;
 // no WRITE_WITH_IMM finds its receive queue empty; nothing hangs.
-func TestRandomFaultsNeverCorruptDelivery(t *testing.T) {
-	seeds := 200
-	if testing.Short() || raceEnabled {
-		seeds = 60
-	}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			t.Parallel()
-			runRandom(t, seed, broadMix)
-		})
-	}
-}
+func TestRandomFaultsNeverCorruptDelivery(t *testing.T) { runSeeds(t, 0, broadMix) }
 
 // The same, aimed at the one-trip path: mostly ranges of one or two cells,
 // each handed back on its tail, with tokens lost and cells late often
 // enough that most ranges are held after their tail went out, and resets
 // in the middle of ranges. A range handed back on its tail must never
 // see a write after; one held must wait for its final.
-func TestRandomFaultsOnOneTripRanges(t *testing.T) {
+func TestRandomFaultsOnOneTripRanges(t *testing.T) { runSeeds(t, 1_000_000, oneTripMix) }
+
+// runSeeds runs 200 seeds from first (60 in short mode or under the race
+// detector), in parallel.
+func runSeeds(t *testing.T, first uint64, mix faultMix) {
 	seeds := 200
 	if testing.Short() || raceEnabled {
 		seeds = 60
 	}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+	for i := range uint64(seeds) {
+		t.Run(fmt.Sprint("seed", i), func(t *testing.T) {
 			t.Parallel()
-			runRandom(t, 1_000_000+seed, oneTripMix)
+			runRandom(t, first+i, mix)
 		})
 	}
 }
