@@ -19,9 +19,10 @@
 // Send and Recv (or SendAt and RecvAt, for memory named by address and
 // key) post a range and return an *Op at once; the k-th send of a
 // connection fills the peer's k-th receive. An Op completes exactly once,
-// when the engine hands its range back, which for a receive is only after
-// the sender's final and after every path that could still write into it
-// has been reset (the engine's quarantine of late copies): only then is
+// when the engine hands its range back: for a receive, once its last cell
+// has arrived with the range's tail, or after a recovery once the
+// sender's final has come and every path that could still write into it
+// has been reset (the engine's quarantine of late copies); only then is
 // the memory the caller's again. A failed range carries the engine's
 // error, a *cell.RangeError wrapping for instance a *cell.NoPathError
 // that names the peer and why each path was given up.
@@ -30,7 +31,7 @@
 //
 // One goroutine per connection polls the CQ (cells arriving, failed
 // requests, control messages) and the rings the peer writes (tokens,
-// grants, finals), feeds the engine, ticks it by its deadline and acts on
+// grants, finals, tails, holds and hold acks), feeds the engine, ticks it by its deadline and acts on
 // its outputs in the order Ready documents, through package cell/bind as
 // every binding of the engine does (bind.Act, bind.TokenRing, bind.Path).
 // A logger that takes LevelTrace gets every batch, in bind.Trace's
@@ -46,13 +47,21 @@
 //
 // # Rings
 //
-// Tokens, grants and finals are written with one-sided WRITEs from a
-// local staging area into the peer's rings, in the record formats of
-// package cell. Token writes are unsignaled (one in signalEvery is
-// signaled, so that an RNIC can retire the others); grants and finals are
-// signaled, and a path on which one does not complete within its soft
-// timeout is given up, so that the engine writes it again elsewhere. The token ring has a section per path (see layout):
-// two copies of one cell, on two paths, must not share a slot.
+// Tokens, grants, finals, holds and hold acks are written with one-sided
+// WRITEs from a local staging area into the peer's rings, in the record
+// formats of package cell; a range's tail is a WRITE spliced into its last
+// cell's chain, before the WRITE_WITH_IMM. Token writes are unsignaled
+// (one in signalEvery is signaled, so that an RNIC can retire the others);
+// the other records are signaled, and a path on which one does not
+// complete within its soft timeout is given up, so that the engine writes
+// it again elsewhere. Finals, holds and hold acks are followed by a bell
+// on the control QP, which wakes a peer that rests. Each ring is read only
+// when a record can be there: tokens of the cells posted, grants while a
+// send waits, finals while a receive does, the tail ring after an
+// arrival, the hold ring after a control message or a landing, the
+// hold-ack ring while a hold is out. The token ring has a section per
+// path (see layout): two copies of one cell, on two paths, must not share
+// a slot.
 //
 // # Resets and failures
 //
