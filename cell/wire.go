@@ -144,21 +144,30 @@ func ReadGrant(b []byte) (g Grant, ok bool) {
 // Final layout: Seq [0:4], Status [4], marker [5], Len in 48 bits
 // [6:12], check [12:16].
 
-// PutFinal encodes f into b[:FinalSize]. A length outside 0..2^48−1
-// cannot be a range's and is sent as maxFinalLen, which the receiver
-// refuses as longer than its range.
+// PutFinal encodes f into b[:FinalSize] (the length as putLen48 does).
 func PutFinal(b []byte, f Final) {
 	b = b[:FinalSize]
-	n := uint64(f.Len)
-	if f.Len < 0 || n > maxFinalLen {
-		n = maxFinalLen
-	}
 	binary.LittleEndian.PutUint32(b[0:], f.Seq)
 	b[4] = byte(f.Status)
 	b[5] = markFinal
-	binary.LittleEndian.PutUint16(b[6:], uint16(n))
-	binary.LittleEndian.PutUint32(b[8:], uint32(n>>16))
+	putLen48(b[6:], f.Len)
 	seal(b, 12)
+}
+
+// putLen48 writes a range length in 48 bits; one outside 0..2^48−1 cannot
+// be a range's and goes as maxFinalLen, which the receiver refuses as
+// longer than its range.
+func putLen48(b []byte, v int64) {
+	n := uint64(v)
+	if v < 0 || n > maxFinalLen {
+		n = maxFinalLen
+	}
+	binary.LittleEndian.PutUint16(b, uint16(n))
+	binary.LittleEndian.PutUint32(b[2:], uint32(n>>16))
+}
+
+func readLen48(b []byte) int64 {
+	return int64(uint64(binary.LittleEndian.Uint16(b)) | uint64(binary.LittleEndian.Uint32(b[2:]))<<16)
 }
 
 // ReadFinal decodes a final from b[:FinalSize], which may be under a
@@ -169,30 +178,23 @@ func ReadFinal(b []byte) (f Final, ok bool) {
 	if !intact(r[:], 5, markFinal, 12) {
 		return Final{}, false
 	}
-	n := uint64(binary.LittleEndian.Uint16(r[6:])) | uint64(binary.LittleEndian.Uint32(r[8:]))<<16
 	return Final{
 		Seq:    binary.LittleEndian.Uint32(r[0:]),
 		Status: FinalStatus(r[4]),
-		Len:    int64(n),
+		Len:    readLen48(r[6:]),
 	}, true
 }
 
 // Tail layout: Seq [0:4], First [4:8], Cells [8:12], Len in 48 bits
 // [12:18], marker [18], zero [19], check [20:24].
 
-// PutTail encodes t into b[:TailSize]. A length outside 0..2^48−1 is sent
-// as maxFinalLen, which the receiver refuses as longer than its range.
+// PutTail encodes t into b[:TailSize], its length as PutFinal does.
 func PutTail(b []byte, t Tail) {
 	b = b[:TailSize]
-	n := uint64(t.Len)
-	if t.Len < 0 || n > maxFinalLen {
-		n = maxFinalLen
-	}
 	binary.LittleEndian.PutUint32(b[0:], t.Seq)
 	binary.LittleEndian.PutUint32(b[4:], t.First)
 	binary.LittleEndian.PutUint32(b[8:], t.Cells)
-	binary.LittleEndian.PutUint16(b[12:], uint16(n))
-	binary.LittleEndian.PutUint32(b[14:], uint32(n>>16))
+	putLen48(b[12:], t.Len)
 	b[18] = markTail
 	b[19] = 0
 	seal(b, 20)
@@ -205,12 +207,11 @@ func ReadTail(b []byte) (t Tail, ok bool) {
 	if !intact(r[:], 18, markTail, 20) || r[19] != 0 {
 		return Tail{}, false
 	}
-	n := uint64(binary.LittleEndian.Uint16(r[12:])) | uint64(binary.LittleEndian.Uint32(r[14:]))<<16
 	return Tail{
 		Seq:   binary.LittleEndian.Uint32(r[0:]),
 		First: binary.LittleEndian.Uint32(r[4:]),
 		Cells: binary.LittleEndian.Uint32(r[8:]),
-		Len:   int64(n),
+		Len:   readLen48(r[12:]),
 	}, true
 }
 

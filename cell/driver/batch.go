@@ -123,7 +123,7 @@ func (c *Conn) postCellLocked(post *cell.Post) {
 	}
 	p.Tokens.Posted(post.Cell)
 	head := post.WR
-	if t := post.Tail; t != nil && int(t.Seq&uint32(c.lay.ranges-1)) < c.lay.ranges {
+	if post.Tail != nil {
 		head = c.spliceTailLocked(post)
 	}
 	if _, err := p.qp.PostSend(head); err != nil {

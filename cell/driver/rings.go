@@ -44,10 +44,6 @@ func (r *fifo[T]) drop(k int) {
 
 func (r *fifo[T]) reset() { r.head, r.n = 0, 0 }
 
-func zero16(b []byte) bool {
-	return binary.LittleEndian.Uint64(b) == 0 && binary.LittleEndian.Uint64(b[8:]) == 0
-}
-
 // pollTokensLocked feeds the tokens that arrived on path p's ring (see
 // bind.TokenRing).
 func (c *Conn) pollTokensLocked(now int64, p *path) bool {
