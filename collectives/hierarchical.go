@@ -177,6 +177,15 @@ func partial(op Op) Op {
 // ordered by the index of their owners on their hosts, then by host.
 func (h *hierarchy) byIndex(r, b int) int { return (h.at[r]*len(h.cross) + h.host[r]) * b }
 
+// fromIndexOrder copies the b-byte blocks of src, ordered by index then
+// host, into dst in rank order.
+func (h *hierarchy) fromIndexOrder(dst, src []byte, b int) {
+	for r := range h.host {
+		at := h.byIndex(r, b)
+		copy(dst[r*b:(r+1)*b], src[at:at+b])
+	}
+}
+
 // byHost is where it goes when they are ordered by host, then by index.
 func (h *hierarchy) byHost(r, b int) int { return (h.host[r]*len(h.local) + h.at[r]) * b }
 
@@ -298,10 +307,7 @@ func (x *run) hierAllGather() error {
 	if err := h.onHost.phase(x.ctx, kAllGather, op.dt, 0, column, all, hosts*op.count, nil, 0); err != nil {
 		return x.phaseErr(h.local, "host phase", err)
 	}
-	for r := range x.g.size {
-		at := h.byIndex(r, b)
-		copy(op.recv[r*b:(r+1)*b], all[at:at+b])
-	}
+	h.fromIndexOrder(op.recv, all, b)
 	return nil
 }
 
@@ -361,10 +367,7 @@ func (x *run) hierAllToAll() error {
 	}
 	// from[index][host] is now the block of the rank of that index on
 	// that host for this rank.
-	for r := range x.g.size {
-		at := h.byIndex(r, b)
-		copy(op.recv[r*b:(r+1)*b], from[at:at+b])
-	}
+	h.fromIndexOrder(op.recv, from, b)
 	return nil
 }
 
