@@ -70,6 +70,10 @@ type Post struct {
 	WR   *verbs.SendWR
 	Cell uint32
 	Tail *Tail
+	// Len is the cell's length in bytes; Again says this copy is not the
+	// cell's first (a re-post after a soft timeout or a failed path).
+	Len   int64
+	Again bool
 }
 
 // Reset asks for the path's QP to be reset with its peer (ERR, RESET,

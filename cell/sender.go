@@ -451,7 +451,7 @@ func (e *Engine) post(p *path, c *cell) {
 	c.copies++
 	c.attempts++
 	e.stats.CellsPosted++
-	post := Post{Path: p.idx, WR: wr, Cell: c.id}
+	post := Post{Path: p.idx, WR: wr, Cell: c.id, Len: c.n, Again: c.attempts > 1}
 	if c.tail && c.attempts == 1 {
 		post.Tail = &r.tail
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/rdmacell/rdmacell/flight"
 )
 
 // Comm is a communicator: a group of ranks that exchange messages. Init
@@ -50,6 +52,15 @@ func (c *Comm) Host(peer int) string {
 	}
 	return c.w.peers[c.ranks[peer]].host
 }
+
+// Recorder returns the flight recorder of this process, which every
+// communicator of the job (Split's included) and its collectives record
+// their operations in.
+func (c *Comm) Recorder() *flight.Recorder { return c.w.rec }
+
+// ID tells the communicator apart from the others of the job: it is the
+// Comm of the operations its collectives record.
+func (c *Comm) ID() uint64 { return c.id }
 
 // Job is the id of the job the communicator belongs to.
 func (c *Comm) Job() string { return c.w.opts.Job }

@@ -131,6 +131,7 @@ func (w *world) dialLinks(ctx context.Context, p *peer) (ctl, bulk link, err err
 				Paths:    w.opts.Paths,
 				Policy:   string(w.opts.Policy),
 				CellSize: w.opts.CellSize,
+				Counters: &w.traffic,
 				Logger:   w.logger("cell"),
 			}, storeExchange{job: w.job, peer: p.rank, key: key})
 			if err == nil {

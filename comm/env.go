@@ -38,6 +38,11 @@ const (
 	EnvTCPAddr           = "RDMACELL_TCP_ADDR"
 	EnvHost              = "RDMACELL_HOST"
 	EnvSecret            = "RDMACELL_SECRET"
+	EnvTimeout           = "RDMACELL_TIMEOUT"
+	EnvStallReport       = "RDMACELL_STALL_REPORT"
+	EnvTraceDir          = "RDMACELL_TRACE_DIR"
+	EnvFlightOps         = "RDMACELL_FLIGHT_OPS"
+	EnvMetricsAddr       = "RDMACELL_METRICS_ADDR"
 )
 
 // OptionsFromEnv builds Options from the launcher's environment. A
@@ -183,6 +188,22 @@ func (r *envReader) knobs(o *Options) {
 		}
 		o.RendezvousTimeout = d
 	}
+	if v := r.get(EnvTimeout); v != "" {
+		o.Timeout = r.bound(EnvTimeout, v)
+	}
+	if v := r.get(EnvStallReport); v != "" {
+		o.StallReport = r.bound(EnvStallReport, v)
+	}
+	o.TraceDir = r.get(EnvTraceDir)
+	if v := r.get(EnvFlightOps); v != "" {
+		o.FlightOps, _ = r.intIn(EnvFlightOps, v, 1, 1<<24, "operations the flight recorder keeps, 1..16777216")
+	}
+	if v := r.get(EnvMetricsAddr); v != "" {
+		if !validListenAddr(v) {
+			r.fail(EnvMetricsAddr, v, "where to serve metrics, host:port or :port", false)
+		}
+		o.MetricsAddr = v
+	}
 	if v := r.get(EnvTransport); v != "" {
 		t, err := ParseTransport(v)
 		if err != nil {
@@ -239,6 +260,19 @@ func (r *envReader) knobs(o *Options) {
 		}
 		o.Secret = b
 	}
+}
+
+// bound reads a watchdog bound: a Go duration, 0 for none.
+func (r *envReader) bound(name, v string) time.Duration {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil || d < 0:
+		r.fail(name, v, "a Go duration such as 10m or 90s, 0 for none", false)
+		return 0
+	case d == 0:
+		return NoTimeout
+	}
+	return d
 }
 
 // etcdSecurity reads the TLS files and credentials of etcd.

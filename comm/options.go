@@ -80,6 +80,28 @@ type Options struct {
 	// close too, so that no message still moving is cut off (default
 	// DefaultCloseTimeout).
 	CloseTimeout time.Duration
+	// Timeout is the watchdog's bound on every wait: a message that has
+	// not moved, or a collective that has not finished, this long after it
+	// was posted fails with a *TimeoutError saying what it waited for, and
+	// a collective's failure fails its group as a dead peer would (default
+	// DefaultTimeout; NoTimeout turns the watchdog off). A context that
+	// ends sooner still ends the wait sooner.
+	Timeout time.Duration
+	// StallReport is how long a wait lasts before this rank asks every
+	// rank of the job to report what it is doing (see stall.go), then
+	// again at twice the interval while the stall lasts (default
+	// DefaultStallReport; NoTimeout turns reports off).
+	StallReport time.Duration
+	// TraceDir, when set, is where this rank writes its flight recorder
+	// (package flight) when an operation fails, when the watchdog fires,
+	// when any rank asks for it (RequestTrace), and when it closes.
+	TraceDir string
+	// FlightOps is how many operations the flight recorder keeps (default
+	// flight.DefaultSize).
+	FlightOps int
+	// MetricsAddr, when set, is where this rank serves Prometheus metrics
+	// on /metrics ("host:port", ":port").
+	MetricsAddr string
 	// Logger receives the communicator's messages (default slog.Default(),
 	// or a text handler on standard error when debug logs are on).
 	Logger *slog.Logger
@@ -94,6 +116,12 @@ const (
 	DefaultRendezvousTimeout = 2 * time.Minute
 	DefaultCloseTimeout      = 10 * time.Second
 	DefaultPaths             = 4
+	// DefaultTimeout is torch.distributed's default bound on a collective.
+	DefaultTimeout     = 10 * time.Minute
+	DefaultStallReport = time.Minute
+	// NoTimeout, as Options.Timeout or Options.StallReport, turns the
+	// watchdog or the stall reports off.
+	NoTimeout time.Duration = -1
 )
 
 // Policy names how cells are placed on a connection's paths.
@@ -162,6 +190,14 @@ func (o *Options) resolve() error {
 		return bad("LeaseTTL", o.LeaseTTL, "a positive duration (0 for the default)")
 	case o.CloseTimeout < 0:
 		return bad("CloseTimeout", o.CloseTimeout, "a positive duration (0 for the default)")
+	case o.Timeout < 0 && o.Timeout != NoTimeout:
+		return bad("Timeout", o.Timeout, "a positive duration (0 for the default, NoTimeout for none)")
+	case o.StallReport < 0 && o.StallReport != NoTimeout:
+		return bad("StallReport", o.StallReport, "a positive duration (0 for the default, NoTimeout for none)")
+	case o.FlightOps < 0:
+		return bad("FlightOps", o.FlightOps, "a number of operations (0 for the default)")
+	case o.MetricsAddr != "" && !validListenAddr(o.MetricsAddr):
+		return bad("MetricsAddr", strconv.Quote(o.MetricsAddr), "host:port or :port")
 	case o.Paths < 0 || o.Paths > cell.MaxPaths:
 		return bad("Paths", o.Paths, fmt.Sprintf("1..%d (0 for the default)", cell.MaxPaths))
 	case o.CellSize < 0 || o.CellSize > maxCellSize:
@@ -196,7 +232,20 @@ func (o *Options) resolve() error {
 	if o.Paths == 0 {
 		o.Paths = DefaultPaths
 	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.StallReport == 0 {
+		o.StallReport = DefaultStallReport
+	}
 	return nil
+}
+
+// validListenAddr reports whether s is host:port with a port number.
+func validListenAddr(s string) bool {
+	_, port, err := net.SplitHostPort(s)
+	n, perr := strconv.Atoi(port)
+	return err == nil && perr == nil && n >= 0 && n <= 65535
 }
 
 // tcpListenAddr turns Options.TCPAddr into a listen address: a bare host

@@ -1,6 +1,10 @@
 package comm
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/rdmacell/rdmacell/flight"
+)
 
 // ordered is a communicator's ordered channel, the P2P of its
 // collectives. Its operations are those of Isend and Irecv on a channel of
@@ -46,6 +50,13 @@ func (o ordered) Err() error { return o.c.channelErr(chanOrdered) }
 func (o ordered) Logger() *slog.Logger {
 	return o.c.w.base.With("component", "collectives", "rank", o.c.rank)
 }
+
+// Recorder is where the collectives record their operations, and ID the
+// communicator they record them under.
+func (o ordered) Recorder() *flight.Recorder { return o.c.w.rec }
+
+// ID is the communicator's id.
+func (o ordered) ID() uint64 { return o.c.id }
 
 func (o ordered) Alloc(n int) ([]byte, error) { return o.c.Alloc(n) }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/cell/driver"
+	"github.com/rdmacell/rdmacell/flight"
 	"github.com/rdmacell/rdmacell/verbs"
 )
 
@@ -40,6 +42,11 @@ type world struct {
 	recvStage stagePool
 	peers     []*peer
 	comm      *Comm // the world communicator
+
+	// rec is the flight recorder of the process's operations; traffic
+	// what every connection posted, which it reads.
+	rec     *flight.Recorder
+	traffic driver.Counters
 
 	// life ends with Close; it stops the background goroutines.
 	life    context.Context
@@ -98,6 +105,7 @@ func newWorld(opts Options, log *slog.Logger) *world {
 		pid:   os.Getpid(),
 		comms: make(map[uint64]*Comm),
 	}
+	w.rec = flight.New(opts.FlightOps, w.readTraffic)
 	w.ttl = opts.LeaseTTL
 	if w.ttl == 0 {
 		w.ttl = bootstrap.DefaultLeaseTTL
@@ -108,6 +116,20 @@ func newWorld(opts Options, log *slog.Logger) *world {
 	w.life, w.endLife = context.WithCancel(context.Background())
 	w.dialCtx, w.endDial = context.WithCancel(w.life)
 	return w
+}
+
+// readTraffic reads what the connections posted, the paths past
+// flight.MaxPaths counted with the last.
+func (w *world) readTraffic() flight.Traffic {
+	var t flight.Traffic
+	k := &w.traffic
+	for i := range w.opts.Paths {
+		j := min(i, flight.MaxPaths-1)
+		t.Cells[j] += k.Cells[i].Load()
+		t.Bytes[j] += k.Bytes[i].Load()
+	}
+	t.Reposts, t.GiveUps, t.Resets = k.Reposts.Load(), k.ResetsStarted.Load(), k.Resets.Load()
+	return t
 }
 
 // newComm registers a communicator over the given ranks of the job.

@@ -131,6 +131,13 @@ func (c *Conn) postCellLocked(post *cell.Post) {
 		return
 	}
 	c.counters.cells++
+	if k := c.cfg.Counters; k != nil {
+		k.Cells[post.Path].Add(1)
+		k.Bytes[post.Path].Add(uint64(post.Len))
+		if post.Again {
+			k.Reposts.Add(1)
+		}
+	}
 }
 
 // spliceTailLocked links a WRITE of the range's tail into the cell's

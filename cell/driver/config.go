@@ -52,6 +52,10 @@ type Config struct {
 	// Clock returns the time in nanoseconds on a monotonic scale (default:
 	// the monotonic time since Dial). Tests may substitute their own.
 	Clock func() int64
+	// Counters, if set, is added to by the connection as it posts cells
+	// and resets paths. Several connections may share one, for a view of
+	// a whole process that costs a few atomic additions per cell.
+	Counters *Counters
 	// Logger receives path resets and failures at debug and warn level
 	// (default slog.Default()), and every batch of the engine's outputs
 	// at LevelTrace, if it takes that level.

@@ -102,6 +102,9 @@ func (c *Conn) readmitLocked(now int64, p *path) {
 	_ = c.eng.PathReset(now, p.idx)
 	c.fed = true
 	c.counters.resets++
+	if k := c.cfg.Counters; k != nil {
+		k.Resets.Add(1)
+	}
 	c.log.Debug("cell driver: path reset", "peer", c.cfg.Peer, "path", p.idx, "gen", p.gen)
 	if m := p.early; m != nil {
 		p.early = nil

@@ -78,6 +78,9 @@ func (c *Conn) startResetLocked(r *cell.Reset) {
 		wait = min(minResetBackoff<<min(p.failures-1, 16), c.cfg.ResetTimeout/4)
 	}
 	c.counters.resetsStarted++
+	if k := c.cfg.Counters; k != nil {
+		k.ResetsStarted.Add(1)
+	}
 	c.log.Debug("cell driver: resetting path", "peer", c.cfg.Peer, "path", p.idx, "qp", p.qpn, "gen", p.target, "cause", r.Cause)
 	c.workers.Add(1)
 	go c.resetWorker(ctx, cancel, p, p.target, p.inbox, p.refill[:n], wait)

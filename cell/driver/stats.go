@@ -1,6 +1,10 @@
 package driver
 
-import "github.com/rdmacell/rdmacell/cell"
+import (
+	"sync/atomic"
+
+	"github.com/rdmacell/rdmacell/cell"
+)
 
 // counters are the driver's own, guarded by Conn.mu.
 type counters struct {
@@ -77,4 +81,13 @@ func (c *Conn) Stats() Stats {
 		s.Paths[i] = PathStats{PathInfo: c.eng.Path(i), Gen: p.gen, Resetting: p.Resetting(), Dead: p.Dead()}
 	}
 	return s
+}
+
+// Counters are what connections that share them (Config.Counters) did,
+// added to atomically: cells and bytes posted by path number, re-posts
+// among them, resets begun (a path given up on a soft timeout or a
+// failure) and completed.
+type Counters struct {
+	Cells, Bytes                   [cell.MaxPaths]atomic.Uint64
+	Reposts, ResetsStarted, Resets atomic.Uint64
 }
