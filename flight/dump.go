@@ -81,7 +81,6 @@ type opJSON struct {
 	Step      int       `json:"step"`
 	Peer      int       `json:"peer"`
 	Dir       string    `json:"dir,omitempty"`
-	Since     time.Time `json:"since,omitzero"`
 	Peers     []int     `json:"peers"`
 	PathCells []uint64  `json:"path_cells,omitempty"`
 	PathBytes []uint64  `json:"path_bytes,omitempty"`
@@ -94,7 +93,7 @@ type opJSON struct {
 func (o Op) MarshalJSON() ([]byte, error) {
 	j := opJSON{ID: o.ID, Comm: o.Comm, Seq: o.Seq, Name: o.Name, Algorithm: o.Algorithm, DType: o.DType,
 		Count: o.Count, Bytes: o.Bytes, Start: o.Start, End: o.End, State: o.State.String(), Err: o.Err,
-		Step: o.Step, Peer: o.Peer, Dir: o.Dir.String(), Since: o.Since, Peers: o.Peers(),
+		Step: o.Step, Peer: o.Peer, Dir: o.Dir.String(), Peers: o.Peers(),
 		Reposts: o.Traffic.Reposts, GiveUps: o.Traffic.GiveUps, Resets: o.Traffic.Resets}
 	paths := 0
 	for i := range MaxPaths {
@@ -116,7 +115,7 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 	}
 	*o = Op{ID: j.ID, Comm: j.Comm, Seq: j.Seq, Name: j.Name, Algorithm: j.Algorithm, DType: j.DType,
 		Count: j.Count, Bytes: j.Bytes, Start: j.Start, End: j.End, Err: j.Err,
-		Step: j.Step, Peer: j.Peer, Since: j.Since}
+		Step: j.Step, Peer: j.Peer}
 	switch j.State {
 	case "running":
 		o.State = Running
@@ -134,6 +133,8 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 		o.Dir = Send
 	case "recv":
 		o.Dir = Recv
+	case "memory":
+		o.Dir = Memory
 	default:
 		return fmt.Errorf("flight: operation %d: unknown direction %q", j.ID, j.Dir)
 	}

@@ -40,14 +40,16 @@ func (s State) String() string {
 type Dir uint8
 
 // The directions of a wait. NoWait is an operation that is not waiting
-// for a peer (it computes, or waits on memory all local ranks share).
+// for a peer; Memory one that waits for a rank to arrive in the memory the
+// ranks of a host share.
 const (
 	NoWait Dir = iota
 	Send
 	Recv
+	Memory
 )
 
-var dirNames = [...]string{NoWait: "", Send: "send", Recv: "recv"}
+var dirNames = [...]string{NoWait: "", Send: "send", Recv: "recv", Memory: "memory"}
 
 func (d Dir) String() string {
 	if int(d) < len(dirNames) {
@@ -82,12 +84,11 @@ type Op struct {
 	Err string
 
 	// Step, Peer and Dir describe the wait the operation is in, or its
-	// last one once finished; Peer is -1 before its first. Since is when
-	// that wait began.
-	Step  int
-	Peer  int
-	Dir   Dir
-	Since time.Time
+	// last one once finished; Peer is -1 before its first, Step -1
+	// outside the algorithm's steps (set-up, the fingerprint exchange).
+	Step int
+	Peer int
+	Dir  Dir
 	// Peers lists the distinct peers it waited on, at most maxPeers.
 	peers  [maxPeers]int32
 	npeers int
@@ -141,8 +142,10 @@ type Handle uint64
 // Recorder keeps the last operations of a rank. Its methods are safe for
 // concurrent use and allocate nothing.
 type Recorder struct {
-	// traffic, when set, reads the transport's counters.
+	// traffic, when set, reads the transport's counters; failed is told
+	// of every operation that ends in failure.
 	traffic func() Traffic
+	failed  func()
 
 	mu    sync.Mutex
 	ring  []Op
@@ -161,6 +164,10 @@ func New(n int, traffic func() Traffic) *Recorder {
 	}
 	return &Recorder{traffic: traffic, ring: make([]Op, n), start: make([]Traffic, n), next: 1}
 }
+
+// OnFailure makes r call f, outside its lock, each time an operation
+// ends in failure; f must not block. Call it before recording.
+func (r *Recorder) OnFailure(f func()) { r.failed = f }
 
 // Size is how many operations r keeps.
 func (r *Recorder) Size() int { return len(r.ring) }
@@ -182,7 +189,7 @@ func (r *Recorder) Begin(op *Op) Handle {
 		r.open-- // overwritten while running: more ops open than slots
 	}
 	*o = Op{Comm: op.Comm, Seq: op.Seq, Name: op.Name, Algorithm: op.Algorithm, DType: op.DType,
-		Count: op.Count, Bytes: op.Bytes, ID: id, Start: now, Peer: -1}
+		Count: op.Count, Bytes: op.Bytes, ID: id, Start: now, Step: -1, Peer: -1}
 	r.start[i] = t
 	r.open++
 	r.mu.Unlock()
@@ -198,13 +205,21 @@ func (r *Recorder) slot(h Handle) *Op {
 	return o
 }
 
-// Wait records that the operation h starts waiting for peer, at step of
-// its algorithm.
-func (r *Recorder) Wait(h Handle, step, peer int, d Dir) {
-	now := time.Now()
+// SetAlgorithm records the algorithm of the operation h, once chosen.
+func (r *Recorder) SetAlgorithm(h Handle, name string) {
 	r.mu.Lock()
 	if o := r.slot(h); o != nil {
-		o.Step, o.Peer, o.Dir, o.Since = step, peer, d, now
+		o.Algorithm = name
+	}
+	r.mu.Unlock()
+}
+
+// Wait records that the operation h starts waiting for peer, at step of
+// its algorithm (-1 outside its steps).
+func (r *Recorder) Wait(h Handle, step, peer int, d Dir) {
+	r.mu.Lock()
+	if o := r.slot(h); o != nil {
+		o.Step, o.Peer, o.Dir = step, peer, d
 		o.addPeer(peer)
 	}
 	r.mu.Unlock()
@@ -245,6 +260,9 @@ func (r *Recorder) End(h Handle, err error) {
 		r.hist.observe(o.Name, o.Bytes, now.Sub(o.Start), err != nil)
 	}
 	r.mu.Unlock()
+	if err != nil && r.failed != nil {
+		r.failed()
+	}
 }
 
 // Open appends a copy of every running operation to dst, oldest first,
