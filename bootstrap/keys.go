@@ -19,6 +19,7 @@ const (
 	kindExit
 	kindBarrier
 	kindP2P
+	kindNote
 )
 
 // keyspace builds and parses the keys of one job.
@@ -47,13 +48,18 @@ func (k keyspace) p2p(from, to int, key string) string {
 	return k.prefix + "p2p/" + strconv.Itoa(to) + "/" + strconv.Itoa(from) + "/" + key
 }
 
+// note puts the name last so that it may contain slashes.
+func (k keyspace) note(rank int, name string) string {
+	return k.prefix + "note/" + strconv.Itoa(rank) + "/" + name
+}
+
 // parsedKey is a job key taken apart; which fields are set depends on kind.
 type parsedKey struct {
 	kind keyKind
 	rank int // owner: the registering, arriving or publishing rank
 	to   int
 	gen  int64
-	name string // barrier name or p2p key
+	name string // barrier name, p2p key or note name
 }
 
 // parse takes a key of this job apart; keys it does not know (written by a
@@ -86,6 +92,13 @@ func (k keyspace) parse(key string) parsedKey {
 			return parsedKey{}
 		}
 		return parsedKey{kind: kindBarrier, rank: rank, gen: gen, name: parts[3]}
+	case len(parts) >= 3 && parts[0] == "note":
+		rank, err := strconv.Atoi(parts[1])
+		if err != nil {
+			return parsedKey{}
+		}
+		name, _ := strings.CutPrefix(rest, "note/"+parts[1]+"/")
+		return parsedKey{kind: kindNote, rank: rank, name: name}
 	case len(parts) == 4 && parts[0] == "p2p":
 		to, err1 := strconv.Atoi(parts[1])
 		from, err2 := strconv.Atoi(parts[2])

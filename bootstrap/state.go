@@ -41,6 +41,10 @@ type state struct {
 	// published reports, per key, each rank that publishes the key for
 	// this rank, once (see Job.Published).
 	published map[string]*publication
+	// notes holds every rank's latest note of each name (see Job.Note);
+	// noteVersion counts the changes of each name.
+	notes       map[inboxKey][]byte
+	noteVersion map[string]int64
 
 	// changed is closed, and replaced, whenever the state changes.
 	changed    chan struct{}
@@ -51,21 +55,23 @@ type state struct {
 
 func newState(job string, self, worldSize int, keys keyspace) *state {
 	return &state{
-		job:        job,
-		self:       self,
-		worldSize:  worldSize,
-		keys:       keys,
-		regs:       make(map[int]registration),
-		seen:       make(map[int]bool),
-		present:    make(map[int]bool),
-		exits:      make(map[int]int64),
-		gone:       make(map[int]error),
-		arrivals:   make(map[string]map[int64]map[int]bool),
-		passed:     make(map[string]int64),
-		inbox:      make(map[inboxKey][]byte),
-		published:  make(map[string]*publication),
-		changed:    make(chan struct{}),
-		departures: make(chan error, worldSize),
+		job:         job,
+		self:        self,
+		worldSize:   worldSize,
+		keys:        keys,
+		regs:        make(map[int]registration),
+		seen:        make(map[int]bool),
+		present:     make(map[int]bool),
+		exits:       make(map[int]int64),
+		gone:        make(map[int]error),
+		arrivals:    make(map[string]map[int64]map[int]bool),
+		passed:      make(map[string]int64),
+		inbox:       make(map[inboxKey][]byte),
+		published:   make(map[string]*publication),
+		notes:       make(map[inboxKey][]byte),
+		noteVersion: make(map[string]int64),
+		changed:     make(chan struct{}),
+		departures:  make(chan error, worldSize),
 	}
 }
 
@@ -111,6 +117,9 @@ func (s *state) put(kv KeyValue) {
 			gens[k.gen] = make(map[int]bool)
 		}
 		gens[k.gen][k.rank] = true
+	case kindNote:
+		s.notes[inboxKey{from: k.rank, key: k.name}] = slices.Clone(kv.Value)
+		s.noteVersion[k.name]++
 	case kindP2P:
 		if k.to == s.self {
 			s.inbox[inboxKey{from: k.rank, key: k.name}] = slices.Clone(kv.Value)

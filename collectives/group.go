@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/flight"
 )
 
 // EnvAlgorithm is the environment variable OptionsFromEnv reads
@@ -123,6 +124,17 @@ type Group struct {
 	// hier is the split of the ranks by host, for Hierarchical, when the
 	// group spans hosts (decided with shm).
 	hier *hierarchy
+
+	// rec records the operations, under the communicator id cid, when p
+	// has a flight recorder.
+	rec *flight.Recorder
+	cid uint64
+}
+
+// recorded is a P2P with a flight recorder (comm's is).
+type recorded interface {
+	Recorder() *flight.Recorder
+	ID() uint64
 }
 
 // New returns a Group over p. It fails on an invalid option. It reads no
@@ -149,6 +161,9 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 	g := &Group{
 		p: p, rank: rank, size: size, algo: algo, chunk: chunk, verify: !opts.SkipVerify, mode: groupMode(opts),
 		wake: make(chan struct{}, 1), exited: make(chan struct{}),
+	}
+	if r, ok := p.(recorded); ok {
+		g.rec, g.cid = r.Recorder(), r.ID()
 	}
 	g.sc.p = p
 	g.x.g = g
@@ -333,6 +348,8 @@ func (g *Group) execute(op *operation) error {
 		return &OpError{Rank: g.rank, Op: op.kind.String(), Seq: op.seq, Step: -1, Peer: -1,
 			Err: fmt.Errorf("%w by an earlier operation: %w", ErrGroupFailed, g.failed)}
 	}
+	x := &g.x
+	x.h = g.record(op)
 	var err error
 	if !g.decided && g.size > 1 {
 		g.hier = planHierarchy(g)
@@ -341,11 +358,13 @@ func (g *Group) execute(op *operation) error {
 		}
 		g.decided = err == nil
 	}
-	x := &g.x
 	if err == nil {
 		x.begin(op)
 		err = x.exec()
 		x.end()
+	}
+	if g.rec != nil {
+		g.rec.End(x.h, err)
 	}
 	if err != nil && !x.aligned {
 		// The ranks' streams may hold messages of this operation (or of
@@ -358,6 +377,16 @@ func (g *Group) execute(op *operation) error {
 		g.mu.Unlock()
 	}
 	return err
+}
+
+// record begins op's record in the flight recorder.
+func (g *Group) record(op *operation) flight.Handle {
+	if g.rec == nil {
+		return 0
+	}
+	esize := max(op.dt.size(), 1)
+	return g.rec.Begin(&flight.Op{Comm: g.cid, Seq: op.seq, Name: op.kind.String(), DType: op.dt.String(),
+		Count: int64(op.count), Bytes: int64(op.count * esize)})
 }
 
 // fifo is a growable ring of operations.

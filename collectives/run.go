@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/flight"
 )
 
 // run is the executor's state for the operation in progress. The group
@@ -25,6 +26,8 @@ type run struct {
 	// every rank saw it), so the group stays usable.
 	aligned bool
 	rf      rankFold
+	// h is the operation's record in the group's flight recorder.
+	h flight.Handle
 }
 
 // pending is a send whose completion is waited for later.
@@ -68,6 +71,12 @@ func (x *run) begin(op *operation) {
 	}
 	x.hash = x.fp.hash()
 	x.base = dataTagBase(&x.fp, x.hash)
+	if r := x.g.rec; r != nil {
+		r.SetAlgorithm(x.h, op.algo.String())
+	}
+	if s := x.g.shm; s != nil {
+		s.rec, s.h = x.g.rec, x.h
+	}
 }
 
 func (x *run) end() {
@@ -230,7 +239,15 @@ func (x *run) irecv(peer, step int, b []byte) (comm.Request, error) {
 	return req, nil
 }
 
+// waiting records that the operation waits for peer at step.
+func (x *run) waiting(step, peer int, d flight.Dir) {
+	if r := x.g.rec; r != nil {
+		r.Wait(x.h, step, peer, d)
+	}
+}
+
 func (x *run) waitSend(req comm.Request, peer, step int) error {
+	x.waiting(step, peer, flight.Send)
 	if _, err := req.Wait(x.ctx); err != nil {
 		return x.fail(step, peer, "send", err)
 	}
@@ -239,6 +256,7 @@ func (x *run) waitSend(req comm.Request, peer, step int) error {
 
 // waitRecv waits for a receive that must bring exactly want bytes.
 func (x *run) waitRecv(req comm.Request, peer, step, want int) error {
+	x.waiting(step, peer, flight.Recv)
 	n, err := req.Wait(x.ctx)
 	if err != nil {
 		return x.fail(step, peer, "receive", err)

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/flight"
 	"github.com/rdmacell/rdmacell/internal/futex"
 	"github.com/rdmacell/rdmacell/internal/hostseg"
 	"golang.org/x/sys/unix"
@@ -113,6 +114,10 @@ type shared struct {
 	step    uint64 // barriers completed; the current phase's slot is step&1
 	yield   bool   // fewer processors than ranks: give the processor away while waiting
 	errf    func() error
+	// rec and h record, in the operation's flight record, the rank a
+	// wait found late.
+	rec *flight.Recorder
+	h   flight.Handle
 }
 
 // shChunk is the size of a slot's regions for n ranks: the group's chunk,
@@ -230,6 +235,7 @@ func (s *shared) await(ctx context.Context) (int, error) {
 		return -1, nil
 	}
 	var start time.Time
+	late := -1
 	for i := 1; ; i++ {
 		if r = s.laggard(r); r < 0 {
 			return -1, nil
@@ -250,6 +256,11 @@ func (s *shared) await(ctx context.Context) (int, error) {
 		}
 		if err := s.blocked(r); err != nil {
 			return r, err
+		}
+		if s.rec != nil && r != late {
+			// Past the spin: worth telling a stall report about.
+			s.rec.Wait(s.h, -1, r, flight.Memory)
+			late = r
 		}
 		// Counted in r's waiters before looking at its step again: r
 		// either stored its step before that look, or sees the count
@@ -423,6 +434,13 @@ func (g *Group) shareMsg(ctx context.Context, send bool, peer, round int, b []by
 		req, err = g.p.Irecv(peer, tagShare|uint64(round), b)
 	}
 	if err == nil {
+		if g.rec != nil {
+			d := flight.Recv
+			if send {
+				d = flight.Send
+			}
+			g.rec.Wait(g.x.h, -1, peer, d)
+		}
 		_, err = req.Wait(ctx)
 	}
 	if err != nil {

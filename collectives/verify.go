@@ -3,6 +3,8 @@ package collectives
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/rdmacell/rdmacell/flight"
 )
 
 // verify is the fingerprint exchange that starts every operation: a Bruck
@@ -33,11 +35,13 @@ func (x *run) verify() error {
 		if err != nil {
 			return x.failVerify(round, to, "send", err)
 		}
+		x.waiting(-1, from, flight.Recv)
 		if n, err := rq.Wait(x.ctx); err != nil {
 			return x.failVerify(round, from, "receive", err)
 		} else if n != cnt*fpSize {
 			return x.failVerify(round, from, "receive", fmt.Errorf("got %d bytes of fingerprints, want %d", n, cnt*fpSize))
 		}
+		x.waiting(-1, to, flight.Send)
 		if _, err := sq.Wait(x.ctx); err != nil {
 			return x.failVerify(round, to, "send", err)
 		}
