@@ -18,6 +18,7 @@ func (w *world) close() error {
 		if w.setFailure(closed) {
 			w.goodbye(closed)
 		}
+		w.writeTrace("close")
 		w.closeErr = w.release(closed)
 	})
 	return w.closeErr

@@ -219,6 +219,7 @@ func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte, poo
 	}
 	h.p, h.c, h.peerCR, h.send, h.chKind, h.ctx, h.tag, h.buf = p, c, peer, send, kind, c.id, tag, buf
 	h.reg, h.regOff = c.w.mem.lookup(buf)
+	h.epoch = c.w.epoch.Load()
 	p.mu.Lock()
 	err := c.check(p, kind)
 	switch {

@@ -143,6 +143,7 @@ func (w *world) start(ctx context.Context) error {
 	}
 	w.wg.Add(1)
 	go w.watchDepartures()
+	w.startWatchdog()
 
 	if err := w.openDevices(); err != nil {
 		return err

@@ -44,6 +44,10 @@ type Handle struct {
 	abandoned bool
 	failErr   error
 
+	// epoch is the watchdog's tick count when the handle was posted: how
+	// old it is, to a tick (see watchdog.go).
+	epoch uint64
+
 	// Completion: state, n and err are written once, before sig.
 	state atomic.Uint32
 	sig   chan struct{}

@@ -47,6 +47,9 @@ type world struct {
 	// what every connection posted, which it reads.
 	rec     *flight.Recorder
 	traffic driver.Counters
+	// epoch counts the watchdog's ticks; watch is its state.
+	epoch atomic.Uint64
+	watch watchdog
 
 	// life ends with Close; it stops the background goroutines.
 	life    context.Context

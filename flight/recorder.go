@@ -145,7 +145,7 @@ type Recorder struct {
 	// traffic, when set, reads the transport's counters; failed is told
 	// of every operation that ends in failure.
 	traffic func() Traffic
-	failed  func()
+	failed  func(Op)
 
 	mu    sync.Mutex
 	ring  []Op
@@ -165,9 +165,9 @@ func New(n int, traffic func() Traffic) *Recorder {
 	return &Recorder{traffic: traffic, ring: make([]Op, n), start: make([]Traffic, n), next: 1}
 }
 
-// OnFailure makes r call f, outside its lock, each time an operation
-// ends in failure; f must not block. Call it before recording.
-func (r *Recorder) OnFailure(f func()) { r.failed = f }
+// OnFailure makes r call f with a copy of each operation that ends in
+// failure, outside its lock; f must not block. Call it before recording.
+func (r *Recorder) OnFailure(f func(Op)) { r.failed = f }
 
 // Size is how many operations r keeps.
 func (r *Recorder) Size() int { return len(r.ring) }
@@ -249,6 +249,7 @@ func (r *Recorder) End(h Handle, err error) {
 	if err != nil {
 		msg = err.Error()
 	}
+	var failed Op
 	r.mu.Lock()
 	if o := r.slot(h); o != nil && o.State == Running {
 		o.End, o.State, o.Err = now, Done, msg
@@ -258,10 +259,13 @@ func (r *Recorder) End(h Handle, err error) {
 		o.Traffic = t.sub(r.start[uint64(h)%uint64(len(r.ring))])
 		r.open--
 		r.hist.observe(o.Name, o.Bytes, now.Sub(o.Start), err != nil)
+		if err != nil && r.failed != nil {
+			failed = *o
+		}
 	}
 	r.mu.Unlock()
-	if err != nil && r.failed != nil {
-		r.failed()
+	if failed.ID != 0 {
+		r.failed(failed)
 	}
 }
 
