@@ -101,3 +101,20 @@ func WatchNotes(ctx context.Context, st Store, keyPrefix, job string) (<-chan No
 	}()
 	return ch, nil
 }
+
+// LauncherRank is the rank the notes of a launcher (PutNote) come from.
+const LauncherRank = -1
+
+// PutNote publishes a note of job from outside it, as LauncherRank: a
+// launcher asking the ranks for something (their traces). The note has no
+// lease; it goes with the job's keys.
+func PutNote(ctx context.Context, st Store, keyPrefix, job, name string, value []byte) error {
+	if keyPrefix == "" {
+		keyPrefix = DefaultKeyPrefix
+	}
+	keys := keyspace{prefix: keyPrefix + job + "/"}
+	if err := st.Put(ctx, keys.note(LauncherRank, name), value, NoLease); err != nil {
+		return fmt.Errorf("bootstrap: job %q: note %q: %w", job, name, err)
+	}
+	return nil
+}

@@ -21,17 +21,8 @@ import (
 const (
 	stallNote  = "stall"
 	statusNote = "status"
+	traceNote  = "trace"
 )
-
-// StallNote is the value of a "stall" note.
-type StallNote struct {
-	Round int    `json:"round"`
-	By    int    `json:"by"`
-	What  string `json:"what"`
-	// Waited is how long the wait had lasted; Over says it has ended.
-	Waited time.Duration `json:"waited"`
-	Over   bool          `json:"over,omitempty"`
-}
 
 // noteTimeout bounds the publication of a note.
 const noteTimeout = 2 * time.Second
@@ -58,33 +49,45 @@ func (w *world) stalled(id uint64, what string, age time.Duration) {
 	if age < st.next {
 		return
 	}
+	interval := st.next / 2
 	for st.next <= age {
 		st.next *= 2
 	}
-	st.round = w.lastStallRound() + 1
-	w.note(stallNote, StallNote{Round: st.round, By: w.rank, What: what, Waited: age})
+	// The ranks that wait in one stall would each ask: one round per
+	// interval is enough for the job.
+	last, at := w.lastStall()
+	if time.Since(at) < max(interval, w.opts.StallReport) {
+		return
+	}
+	st.round = last + 1
+	w.note(stallNote, flight.StallNote{Round: st.round, By: w.rank, What: what, Waited: age, At: time.Now()})
 }
 
 // unstalled says that the wait this rank reported has ended.
 func (w *world) unstalled() {
 	st := &w.watch.stall
 	if st.active && st.round > 0 {
-		w.note(stallNote, StallNote{Round: st.round, By: w.rank, What: st.what, Waited: st.waited, Over: true})
+		w.note(stallNote, flight.StallNote{Round: st.round, By: w.rank, What: st.what, Waited: st.waited, At: time.Now(), Over: true})
 	}
 	*st = stallState{}
 }
 
-// lastStallRound is the highest round any rank has asked for.
-func (w *world) lastStallRound() int {
+// lastStall is the highest round any rank has asked for, and when the
+// latest round still open was asked for.
+func (w *world) lastStall() (int, time.Time) {
 	notes, _ := w.job.Notes(stallNote)
 	last := 0
+	var at time.Time
 	for _, v := range notes {
-		var n StallNote
+		var n flight.StallNote
 		if json.Unmarshal(v, &n) == nil {
 			last = max(last, n.Round)
+			if !n.Over && n.At.After(at) {
+				at = n.At
+			}
 		}
 	}
-	return last
+	return last, at
 }
 
 // note publishes v as this rank's note name.
@@ -115,7 +118,7 @@ func (w *world) answerStalls() {
 		round := 0
 		notes, _ := w.job.Notes(stallNote)
 		for _, b := range notes {
-			var n StallNote
+			var n flight.StallNote
 			if json.Unmarshal(b, &n) == nil && !n.Over {
 				round = max(round, n.Round)
 			}
@@ -220,4 +223,11 @@ func (w *world) stallCause() string {
 		return ""
 	}
 	return strings.Join(flight.Summarize(w.size, sts, time.Now()), "; ")
+}
+
+// RequestTrace asks every rank of the job that has a trace directory
+// (Options.TraceDir) to write its flight recorder there, this one
+// included.
+func (c *Comm) RequestTrace(ctx context.Context) error {
+	return c.w.job.Note(ctx, traceNote, []byte(time.Now().Format(time.RFC3339Nano)))
 }

@@ -91,6 +91,10 @@ func (w *world) startWatchdog() {
 		w.wg.Add(1)
 		go w.answerStalls()
 	}
+	if w.opts.TraceDir != "" {
+		w.wg.Add(1)
+		go w.answerTraceRequests()
+	}
 }
 
 const maxDuration = time.Duration(1<<63 - 1)
@@ -255,6 +259,21 @@ func (w *world) requestTrace(why string) {
 	select {
 	case w.watch.traceKick <- why:
 	default:
+	}
+}
+
+// answerTraceRequests writes the trace each time a rank or the launcher
+// asks for it with a "trace" note (see RequestTrace), until Close.
+func (w *world) answerTraceRequests() {
+	defer w.wg.Done()
+	_, version := w.job.Notes(traceNote)
+	for {
+		v, err := w.job.WaitNotes(w.life, traceNote, version)
+		if err != nil {
+			return
+		}
+		version = v
+		w.requestTrace("requested")
 	}
 }
 

@@ -7,6 +7,19 @@ import (
 	"time"
 )
 
+// StallNote is how a rank asks for a stall report, and says when its
+// stall is over.
+type StallNote struct {
+	Round int    `json:"round"`
+	By    int    `json:"by"`
+	What  string `json:"what"`
+	// Waited is how long the wait had lasted at At; Over says it has
+	// ended.
+	Waited time.Duration `json:"waited"`
+	At     time.Time     `json:"at"`
+	Over   bool          `json:"over,omitempty"`
+}
+
 // Status is what a rank is doing, as it answers a stall report.
 type Status struct {
 	Rank int       `json:"rank"`

@@ -87,6 +87,18 @@ type Config struct {
 	// rank order (RDMACELL_REPRODUCIBLE=1).
 	Reproducible      bool
 	RendezvousTimeout time.Duration
+	// Timeout is the ranks' watchdog bound on a wait and StallReport how
+	// long a wait lasts before the ranks report what they do, which this
+	// cellrun prints (node 0's, in a multi-node job); 0 leaves the ranks'
+	// defaults, NoTimeout turns either off.
+	Timeout, StallReport time.Duration
+	// TraceDir, if set, is where the ranks write their flight recorders
+	// (on failure, watchdog timeout, SIGUSR1 to cellrun, and exit) and
+	// where cellrun merges them into timeline.json and timeline.svg.
+	TraceDir string
+	// MetricsPort, if set, makes local rank i serve Prometheus metrics on
+	// port MetricsPort+i.
+	MetricsPort int
 
 	// LogDir, if set, also receives each rank's output in rank.N.log.
 	LogDir string
@@ -122,6 +134,9 @@ const (
 	// communicator takes at most 2 GiB.
 	MinCellSize = 4 << 10
 	MaxCellSize = 2 << 30
+	// NoTimeout, as Timeout or StallReport, turns the watchdog or the
+	// stall reports of the ranks off.
+	NoTimeout time.Duration = -1
 	// MaxPaths bounds --paths, as the cell engine does.
 	MaxPaths = cell.MaxPaths
 	// maxWait bounds --grace and --rendezvous-timeout; maxNodeTimeout

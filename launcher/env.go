@@ -3,6 +3,7 @@ package launcher
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Names of the environment variables cellrun sets for each rank: the
@@ -28,6 +29,10 @@ const (
 	EnvEtcdPassword      = "RDMACELL_ETCD_PASSWORD"
 	EnvSecret            = "RDMACELL_SECRET"
 	EnvReproducible      = "RDMACELL_REPRODUCIBLE"
+	EnvTimeout           = "RDMACELL_TIMEOUT"
+	EnvStallReport       = "RDMACELL_STALL_REPORT"
+	EnvTraceDir          = "RDMACELL_TRACE_DIR"
+	EnvMetricsAddr       = "RDMACELL_METRICS_ADDR"
 )
 
 // ownedVars are never inherited from cellrun's environment: a stale rank
@@ -86,6 +91,20 @@ func jobEnv(base []string, cfg *Config, acc access) []string {
 	if cfg.RendezvousTimeout != 0 {
 		add(EnvRendezvousTimeout, cfg.RendezvousTimeout.String())
 	}
+	for _, b := range []struct {
+		name string
+		d    time.Duration
+	}{{EnvTimeout, cfg.Timeout}, {EnvStallReport, cfg.StallReport}} {
+		switch {
+		case b.d == NoTimeout:
+			add(b.name, "0")
+		case b.d > 0:
+			add(b.name, b.d.String())
+		}
+	}
+	if cfg.TraceDir != "" {
+		add(EnvTraceDir, cfg.TraceDir)
+	}
 	if cfg.EtcdCA != "" {
 		add(EnvEtcdCA, cfg.EtcdCA)
 	}
@@ -120,11 +139,15 @@ func jobEnv(base []string, cfg *Config, acc access) []string {
 }
 
 // rankEnv adds one rank's own variables to the node's jobEnv.
-func rankEnv(job []string, rank, localRank int) []string {
-	env := make([]string, 0, len(job)+2)
+func rankEnv(job []string, rank, localRank, metricsPort int) []string {
+	env := make([]string, 0, len(job)+3)
 	env = append(env, job...)
-	return append(env,
+	env = append(env,
 		EnvRank+"="+strconv.Itoa(rank),
 		EnvLocalRank+"="+strconv.Itoa(localRank),
 	)
+	if metricsPort != 0 {
+		env = append(env, EnvMetricsAddr+"=:"+strconv.Itoa(metricsPort+localRank))
+	}
+	return env
 }

@@ -44,7 +44,7 @@ func TestJobEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := rankEnv(jobEnv(base, &tt.cfg, access{endpoints: []string{"http://a:1", "http://b:2"}, secret: secret}), 5, 1)
+			env := rankEnv(jobEnv(base, &tt.cfg, access{endpoints: []string{"http://a:1", "http://b:2"}, secret: secret}), 5, 1, 0)
 			assert.Equal(t, tt.want, env)
 		})
 	}

@@ -61,6 +61,13 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 	fs.BoolVar(&cfg.Reproducible, "reproducible", false, "reductions give the same bits whatever the algorithm, transport and layout (sets RDMACELL_REPRODUCIBLE=1)")
 	fs.DurationVar(&cfg.RendezvousTimeout, "rendezvous-timeout", 0,
 		"how long ranks (and nodes) wait for each other at start, e.g. 2m (sets RDMACELL_RENDEZVOUS_TIMEOUT)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 0,
+		"fail a collective or message that has waited this long, e.g. 30m; 0 for never (default 10m; sets RDMACELL_TIMEOUT)")
+	fs.DurationVar(&cfg.StallReport, "stall-report", 0,
+		"print what every rank does once a wait has lasted this long, then at doubling intervals; 0 for never (default 1m; sets RDMACELL_STALL_REPORT)")
+	fs.StringVar(&cfg.TraceDir, "trace-dir", "",
+		"ranks write their last operations to `DIR`/rank-N.json on failure, timeout, SIGUSR1 and exit; cellrun merges them into DIR/timeline.json (Perfetto) and DIR/timeline.svg")
+	fs.IntVar(&cfg.MetricsPort, "metrics-port", 0, "local rank i serves Prometheus metrics on :`BASE`+i (sets RDMACELL_METRICS_ADDR)")
 	fs.StringVar(&cfg.LogDir, "log-dir", "", "also write each rank's output to `DIR`/rank.N.log")
 	fs.BoolVar(&cfg.NoPrefix, "no-prefix", false, "do not prefix output lines with \"[rank] \"")
 	fs.DurationVar(&cfg.Grace, "grace", DefaultGrace, "how long ranks get to exit after SIGTERM before SIGKILL")
@@ -134,6 +141,21 @@ func ParseArgsEnv(args []string, lookup func(string) (string, bool)) (Config, er
 		if fs.Changed(d.name) && d.value <= 0 {
 			return Config{}, &FlagError{Flag: "--" + d.name, Value: d.value.String(), Want: "want a positive duration"}
 		}
+	}
+	// On the command line 0 turns the bound off.
+	for _, b := range []struct {
+		name string
+		d    *time.Duration
+	}{{"timeout", &cfg.Timeout}, {"stall-report", &cfg.StallReport}} {
+		switch {
+		case *b.d < 0:
+			return Config{}, &FlagError{Flag: "--" + b.name, Value: b.d.String(), Want: "want a positive duration, or 0 for none"}
+		case fs.Changed(b.name) && *b.d == 0:
+			*b.d = NoTimeout
+		}
+	}
+	if fs.Changed("metrics-port") && (cfg.MetricsPort < 1 || cfg.MetricsPort+cfg.ProcsPerNode-1 > 65535) {
+		return Config{}, &FlagError{Flag: "--metrics-port", Value: strconv.Itoa(cfg.MetricsPort), Want: "want a port such that BASE+n-1 <= 65535"}
 	}
 	if fs.Changed("debug") && cfg.Debug == "" {
 		return Config{}, &FlagError{Flag: "--debug", Value: "", Want: "want 1, or a comma-separated list of components"}

@@ -43,6 +43,7 @@ type job struct {
 	nodes     *nodeGroup
 	published chan struct{} // closed once the cause is told to the other nodes
 	killTimer *time.Timer
+	diag      *diagnosis // nil until etcd is up, or when nothing is followed
 }
 
 func newJob(cfg Config, c *console, log *slog.Logger) *job {
@@ -140,6 +141,10 @@ func (j *job) watchSignals(ctx context.Context, done <-chan struct{}) {
 			if !ok {
 				s = syscall.SIGTERM
 			}
+			if s == syscall.SIGUSR1 {
+				j.requestTraces()
+				continue
+			}
 			j.interrupt(s)
 		case <-ctxDone:
 			ctxDone = nil
@@ -168,7 +173,7 @@ func (j *job) spawn(programPath string, acc access) {
 		spec := rankSpec{
 			rank: rank, node: node, host: j.host,
 			program: programPath, args: j.cfg.Args,
-			env:     rankEnv(common, rank, local),
+			env:     rankEnv(common, rank, local, j.cfg.MetricsPort),
 			console: j.console, prefix: !j.cfg.NoPrefix, logDir: j.cfg.LogDir,
 			deaths: deaths,
 		}

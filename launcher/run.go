@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -87,12 +88,36 @@ func (j *job) run() (err error) {
 			return fmt.Errorf("--log-dir %q: %w", j.cfg.LogDir, err)
 		}
 	}
+	if j.cfg.TraceDir != "" {
+		// The ranks are told the absolute path: it must not depend on
+		// where they run.
+		dir, err := filepath.Abs(j.cfg.TraceDir)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err != nil {
+			return fmt.Errorf("--trace-dir %q: %w", j.cfg.TraceDir, err)
+		}
+		j.cfg.TraceDir = dir
+	}
 
 	acc, client, stopEtcd, err := j.startEtcd()
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, stopEtcd()) }()
+
+	follow, endFollow := context.WithCancel(context.Background())
+	if d := j.startDiagnosis(follow, client); d != nil {
+		j.mu.Lock()
+		j.diag = d
+		j.mu.Unlock()
+		defer func() {
+			endFollow()
+			err = errors.Join(err, d.close())
+		}()
+	}
+	defer endFollow()
 
 	if j.cfg.Nodes > 1 {
 		timeout := j.cfg.RendezvousTimeout

@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case roleLeave:
 		os.Exit(leaveMain())
+	case roleStall:
+		os.Exit(stallMain())
 	}
 	os.Exit(rankMain())
 }

@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/collectives"
+	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/flight"
+	"github.com/rdmacell/rdmacell/internal/syncbuf"
+	"github.com/rdmacell/rdmacell/launcher"
+)
+
+// roleStall makes the last rank sleep past the watchdog's bound before
+// an AllReduce the others wait in (see TestWatchdogAndStallReport).
+const roleStall = "stall"
+
+// stallSleep is how long the last rank sleeps: past stallTimeout, which
+// is past stallReport.
+const (
+	stallReport  = 500 * time.Millisecond
+	stallTimeout = 3 * time.Second
+	stallSleep   = 5 * time.Second
+)
+
+// TestWatchdogAndStallReport: three ranks in real processes over tcp, of
+// which rank 2 sleeps before an AllReduce that ranks 0 and 1 call with
+// no deadline. cellrun prints a stall report that names rank 2, the
+// watchdog ends the waits of ranks 0 and 1 with an error that names it
+// too (though rank 1 waits on rank 0 in the ring), and the traces they
+// write hold the failed AllReduce.
+func TestWatchdogAndStallReport(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var so, se syncbuf.Buffer
+	code, err := launcher.Run(ctx, launcher.Config{
+		Program:      os.Args[0],
+		ProcsPerNode: 3,
+		Nodes:        1,
+		Transport:    string(comm.TransportTCP),
+		Paths:        2,
+		Timeout:      stallTimeout,
+		StallReport:  stallReport,
+		TraceDir:     dir,
+		Env:          append(os.Environ(), envRole+"="+roleStall, "RDMACELL_ALGO=ring"),
+	}, &so, &se)
+	out := "stdout:\n" + so.String() + "\nstderr:\n" + se.String()
+	require.NoError(t, err, out)
+	require.Zero(t, code, out)
+	stdout, stderr := so.String(), se.String()
+	require.Contains(t, stderr, "cellrun: stall report 1:", out)
+	require.Contains(t, stderr, "rank 2 has not entered AllReduce #1; ranks 0-1 have waited in it for", out)
+	for r := range 2 {
+		require.Contains(t, stdout, fmt.Sprintf("[%d] ok: watchdog: ", r), out)
+		require.Regexp(t, fmt.Sprintf(`\[%d\] ok: watchdog: .*stall report: rank 2 has not entered AllReduce #1`, r), stdout, out)
+		d, err := flight.ReadFile(filepath.Join(dir, flight.FileName(r)))
+		require.NoError(t, err, out)
+		var failed bool
+		for _, op := range d.Ops {
+			failed = failed || op.Name == "AllReduce" && op.Seq == 1 && op.State == flight.Failed
+		}
+		require.True(t, failed, "rank %d's trace has the failed AllReduce: %+v", r, d.Ops)
+	}
+	require.Contains(t, stdout, "[2] ok: late", out)
+}
+
+// stallMain is a rank of TestWatchdogAndStallReport.
+func stallMain() int {
+	ctx := context.Background() // no deadline: the watchdog is the bound
+	c, g, code := join(ctx)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	defer g.Close()
+	buf := []float32{float32(c.Rank())}
+	if err := collectives.AllReduce(ctx, g, buf, buf, collectives.Sum); err != nil {
+		fmt.Fprintln(os.Stderr, "first AllReduce:", err)
+		return 1
+	}
+	if c.Rank() == c.Size()-1 {
+		time.Sleep(stallSleep)
+		// The others have given up: this one fails, within its own bound.
+		err := collectives.AllReduce(ctx, g, buf, buf, collectives.Sum)
+		if err == nil {
+			fmt.Fprintln(os.Stderr, "the late AllReduce succeeded")
+			return 1
+		}
+		fmt.Println("ok: late")
+		return 0
+	}
+	err := collectives.AllReduce(ctx, g, buf, buf, collectives.Sum)
+	var te *comm.TimeoutError
+	if !errors.As(err, &te) {
+		fmt.Fprintln(os.Stderr, "want a watchdog timeout, got:", err)
+		return 1
+	}
+	fmt.Println("ok:", te.Error()[len("comm: rank 0: "):])
+	return 0
+}

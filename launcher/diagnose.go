@@ -1,0 +1,166 @@
+package launcher
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/flight"
+)
+
+// The ranks report stalls and write traces themselves (package comm);
+// cellrun watches the job's notes for their stall reports and prints one
+// summary per round (node 0's cellrun, so that a multi-node job prints
+// it once), and asks for traces on SIGUSR1.
+
+// statusGrace is how long cellrun waits for every rank's answer to a
+// stall report before it prints what it has.
+const statusGrace = 2 * time.Second
+
+// diagnosis follows the notes of one job.
+type diagnosis struct {
+	j     *job
+	store bootstrap.Store
+	size  int
+
+	stalls   map[int]flight.StallNote // each rank's latest
+	statuses map[int]flight.Status    // each rank's latest answer
+	pending  int                      // the round asked for and not printed yet, 0 for none
+	printed  int
+	deadline <-chan time.Time
+}
+
+// startDiagnosis opens the store the ranks meet in and follows their notes
+// until ctx ends. It returns nil when there is nothing to follow.
+func (j *job) startDiagnosis(ctx context.Context, client bootstrap.ClientConfig) *diagnosis {
+	if j.cfg.NodeRank != 0 && j.cfg.TraceDir == "" {
+		return nil
+	}
+	dial, cancel := context.WithTimeout(ctx, etcdStartTimeout)
+	defer cancel()
+	st, err := bootstrap.NewEtcdStore(dial, client)
+	if err != nil {
+		j.log.Warn("cellrun: no stall reports: cannot reach etcd", "err", err)
+		return nil
+	}
+	d := &diagnosis{j: j, store: st, size: j.cfg.Nodes * j.cfg.ProcsPerNode,
+		stalls: make(map[int]flight.StallNote), statuses: make(map[int]flight.Status)}
+	if j.cfg.NodeRank == 0 {
+		notes, err := bootstrap.WatchNotes(ctx, st, "", j.cfg.Job)
+		if err != nil {
+			j.log.Warn("cellrun: no stall reports", "err", err)
+		} else {
+			go d.follow(ctx, notes)
+		}
+	}
+	return d
+}
+
+func (d *diagnosis) close() error { return d.store.Close() }
+
+// requestTraces asks every rank to write its trace.
+func (d *diagnosis) requestTraces(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, statusGrace)
+	defer cancel()
+	if err := bootstrap.PutNote(ctx, d.store, "", d.j.cfg.Job, "trace", []byte(time.Now().Format(time.RFC3339Nano))); err != nil {
+		d.j.log.Warn("cellrun: cannot ask the ranks for their traces", "err", err)
+	}
+}
+
+func (d *diagnosis) follow(ctx context.Context, notes <-chan bootstrap.NoteEvent) {
+	for {
+		select {
+		case ev, ok := <-notes:
+			if !ok {
+				return
+			}
+			d.apply(ev)
+		case <-d.deadline:
+			d.print()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (d *diagnosis) apply(ev bootstrap.NoteEvent) {
+	switch ev.Name {
+	case "stall":
+		var n flight.StallNote
+		if json.Unmarshal(ev.Value, &n) != nil {
+			return
+		}
+		d.stalls[ev.Rank] = n
+		switch {
+		case n.Over:
+			d.j.console.write(d.j.console.stderr, []byte(fmt.Sprintf("cellrun: stall over: rank %d: %s, after %s\n",
+				n.By, n.What, n.Waited.Round(time.Second))))
+		case n.Round > d.printed && n.Round > d.pending:
+			d.pending = n.Round
+			d.deadline = time.After(statusGrace)
+		}
+	case "status":
+		var s flight.Status
+		if json.Unmarshal(ev.Value, &s) != nil {
+			return
+		}
+		d.statuses[ev.Rank] = s
+	}
+	if d.pending > 0 && d.answered() == d.size {
+		d.print()
+	}
+}
+
+// answered counts the ranks that answered the pending round.
+func (d *diagnosis) answered() int {
+	n := 0
+	for _, s := range d.statuses {
+		if s.Round >= d.pending {
+			n++
+		}
+	}
+	return n
+}
+
+// print writes the summary of the pending round.
+func (d *diagnosis) print() {
+	if d.pending == 0 {
+		return
+	}
+	var sts []flight.Status
+	for _, r := range slices.Sorted(maps.Keys(d.statuses)) {
+		if s := d.statuses[r]; s.Round >= d.pending {
+			sts = append(sts, s)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "cellrun: stall report %d:", d.pending)
+	for _, r := range slices.Sorted(maps.Keys(d.stalls)) {
+		if n := d.stalls[r]; n.Round == d.pending && !n.Over {
+			fmt.Fprintf(&b, " rank %d: %s has waited %s.", n.By, n.What, n.Waited.Round(time.Second))
+		}
+	}
+	b.WriteString("\n")
+	for _, line := range flight.Summarize(d.size, sts, time.Now()) {
+		b.WriteString("cellrun:   " + line + "\n")
+	}
+	d.j.console.write(d.j.console.stderr, []byte(b.String()))
+	d.printed, d.pending, d.deadline = d.pending, 0, nil
+}
+
+// requestTraces asks the ranks for their traces, for SIGUSR1.
+func (j *job) requestTraces() {
+	j.mu.Lock()
+	d := j.diag
+	j.mu.Unlock()
+	if d == nil || j.cfg.TraceDir == "" {
+		j.log.Warn("cellrun: SIGUSR1 asks the ranks for their traces, which needs --trace-dir")
+		return
+	}
+	go d.requestTraces(j.stopCtx)
+}
