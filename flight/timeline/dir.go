@@ -1,7 +1,6 @@
 package timeline
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -66,15 +65,11 @@ func MergeDir(dir string) error {
 // writeFile writes what write writes to dir/name, through a temporary file
 // and a rename.
 func writeFile(dir, name string, write func(io.Writer) error) error {
-	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		return err
-	}
 	f, err := os.CreateTemp(dir, "."+name+".*")
 	if err != nil {
 		return fmt.Errorf("timeline: %w", err)
 	}
-	_, err = f.Write(buf.Bytes())
+	err = write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"cmp"
 	"encoding/json"
 	"math/rand/v2"
 	"strconv"
@@ -21,6 +22,7 @@ func at(ms float64) time.Time { return t0.Add(time.Duration(ms * float64(time.Mi
 type opSpec struct {
 	comm, seq  uint64
 	name       string
+	bytes      int64 // 4 MiB if 0
 	start, end float64
 	state      flight.State
 	err        string
@@ -36,7 +38,8 @@ type opSpec struct {
 // read back from disk does.
 func mkOp(t testing.TB, id uint64, s opSpec) flight.Op {
 	o := flight.Op{Comm: s.comm, Seq: s.seq, Name: s.name, Algorithm: "ring", DType: "float32",
-		Count: 1 << 20, Bytes: 4 << 20, ID: id, Start: at(s.start), State: s.state, Err: s.err, Peer: -1}
+		Bytes: cmp.Or(s.bytes, 4<<20), ID: id, Start: at(s.start), State: s.state, Err: s.err, Peer: -1}
+	o.Count = o.Bytes / 4
 	if s.state != flight.Running {
 		o.End = at(s.end)
 	}
@@ -129,7 +132,7 @@ func lateRank(t testing.TB) []*flight.Dump {
 			for r := range ranks {
 				sent := uint64(size * 2 * (ranks - 1) / ranks)
 				paths := []uint64{sent / 4, sent / 4, sent / 4, sent / 4}
-				s := opSpec{comm: 1, seq: seq, name: "AllReduce", start: enter[r], end: end + rng.Float64()*0.05,
+				s := opSpec{comm: 1, seq: seq, name: "AllReduce", bytes: int64(size), start: enter[r], end: end + rng.Float64()*0.05,
 					state: flight.Done, peers: []int{(r + 1) % ranks, (r + ranks - 1) % ranks}, dir: flight.Recv, paths: paths}
 				if r == 1 && reset {
 					s.giveUps, s.resets = 1, 1

@@ -208,7 +208,14 @@ func title(j *job) string {
 	if id == "" {
 		id = "(unnamed)"
 	}
-	return fmt.Sprintf("Job %s: %d ranks, %d operations over %s", id, len(j.ranks), j.ops, roundDuration(j.span))
+	return fmt.Sprintf("Job %s: %s, %s over %s", id, plural(len(j.ranks), "rank"), plural(j.ops, "operation"), roundDuration(j.span))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }
 
 func subtitle(j *job) string {

@@ -21,7 +21,7 @@ func Merge(w io.Writer, dumps []*flight.Dump) error {
 		return err
 	}
 	bw := bufio.NewWriter(w)
-	ew := &eventWriter{w: bw}
+	ew := &eventWriter{w: bw, enc: json.NewEncoder(bw)}
 	bw.WriteString("{\"traceEvents\":[\n")
 	for i := range j.ranks {
 		ew.rank(&j.ranks[i], j.t0)
@@ -33,7 +33,7 @@ func Merge(w io.Writer, dumps []*flight.Dump) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(bw, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":%s}\n", other)
+	fmt.Fprintf(bw, "],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":%s}\n", other)
 	return bw.Flush()
 }
 
@@ -142,6 +142,7 @@ type dumpArgs struct {
 // error.
 type eventWriter struct {
 	w   *bufio.Writer
+	enc *json.Encoder // on w
 	n   int
 	err error
 }
@@ -150,15 +151,10 @@ func (e *eventWriter) add(ev any) {
 	if e.err != nil {
 		return
 	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		e.err = err
-		return
-	}
 	if e.n > 0 {
-		e.w.WriteString(",\n")
+		e.w.WriteByte(',')
 	}
-	_, e.err = e.w.Write(b)
+	e.err = e.enc.Encode(ev)
 	e.n++
 }
 
@@ -208,10 +204,10 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 // spans on each track, then the time it was dumped.
 func (e *eventWriter) rank(r *rank, t0 time.Time) {
 	pid := r.d.Rank + 1
-	sort := r.d.Rank
+	rankIdx := r.d.Rank
 	e.add(metaEvent{Name: "process_name", Ph: "M", Pid: pid,
 		Args: metaArgs{Name: fmt.Sprintf("rank %d (%s, pid %d)", r.d.Rank, r.d.Host, r.d.PID)}})
-	e.add(metaEvent{Name: "process_sort_index", Ph: "M", Pid: pid, Args: metaArgs{SortIndex: &sort}})
+	e.add(metaEvent{Name: "process_sort_index", Ph: "M", Pid: pid, Args: metaArgs{SortIndex: &rankIdx}})
 	tracks := r.tracks()
 	for i, t := range tracks {
 		idx := i
