@@ -13,7 +13,7 @@ import (
 // each one's operations as spans from the earliest start of the job.
 type job struct {
 	id    string
-	t0    time.Time     // the earliest start of an operation: time 0
+	t0    time.Time     // the earliest start of an operation, or dump if none: time 0
 	span  time.Duration // from t0 to the last end (or dump time)
 	ranks []rank
 	ops   int // operations in all
@@ -65,6 +65,13 @@ func newJob(dumps []*flight.Dump) (*job, error) {
 			}
 			if j.t0.IsZero() || o.Start.Before(j.t0) {
 				j.t0 = o.Start
+			}
+		}
+	}
+	if j.t0.IsZero() { // no operations: the time axis starts at the first dump
+		for _, d := range ds {
+			if !d.Time.IsZero() && (j.t0.IsZero() || d.Time.Before(j.t0)) {
+				j.t0 = d.Time
 			}
 		}
 	}

@@ -14,7 +14,8 @@ import (
 // Merge writes the dumps of one job, one per rank, to w as one Chrome
 // trace-event file: a process per rank, with a track of its operations
 // and a track per peer it waited on (see the package doc). The output
-// depends on the dumps only, not on their order in the slice.
+// depends on the dumps only, not on their order in the slice. It fails if
+// the dumps are not of one job, or two are of one rank.
 func Merge(w io.Writer, dumps []*flight.Dump) error {
 	j, err := newJob(dumps)
 	if err != nil {

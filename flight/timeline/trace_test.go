@@ -233,3 +233,19 @@ func TestOverlappingOperationsTakeLanes(t *testing.T) {
 	}
 	require.Equal(t, []string{"1/1:0", "2/1:1", "3/1:2", "2/2:1", "1/2:0"}, got)
 }
+
+func TestMergeDumpsWithoutOperations(t *testing.T) {
+	dumps := []*flight.Dump{mkDump(t, "j", 0, 5, "requested"), mkDump(t, "j", 1, 7, "requested")}
+	tf, _ := merge(t, dumps)
+	var got []string
+	for _, e := range tf.TraceEvents {
+		if e.Ph != "M" {
+			got = append(got, fmt.Sprintf("%s %s rank %d at %.0f", e.Ph, e.Name, e.Pid-1, *e.Ts))
+		}
+	}
+	require.Equal(t, []string{"i dump rank 0 at 0", "i dump rank 1 at 2000"}, got)
+	require.Equal(t, "2026-01-02T03:04:05.005Z", tf.OtherData["start"])
+	els := parseSVG(t, render(t, dumps))
+	require.Empty(t, withClass(els, "op"))
+	require.Contains(t, texts(els), "Job j: 2 ranks, 0 operations")
+}
