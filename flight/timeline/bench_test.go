@@ -33,28 +33,18 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var _ io.Writer = (*countingWriter)(nil)
-
-func BenchmarkMerge(b *testing.B) {
+// benchWrite measures write on a full job and reports the size it writes.
+func benchWrite(b *testing.B, write func(io.Writer, []*flight.Dump) error) {
 	dumps := fullJob(b)
 	var n countingWriter
 	for b.Loop() {
 		n = 0
-		if err := Merge(&n, dumps); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(n)/(1<<20), "MiB")
-}
-
-func BenchmarkRenderSVG(b *testing.B) {
-	dumps := fullJob(b)
-	var n countingWriter
-	for b.Loop() {
-		n = 0
-		if err := RenderSVG(&n, dumps); err != nil {
+		if err := write(&n, dumps); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(n)/(1<<10), "KiB")
 }
+
+func BenchmarkMerge(b *testing.B)     { benchWrite(b, Merge) }
+func BenchmarkRenderSVG(b *testing.B) { benchWrite(b, RenderSVG) }
