@@ -45,12 +45,15 @@ func newJob(dumps []*flight.Dump) (*job, error) {
 	if len(dumps) == 0 {
 		return nil, fmt.Errorf("timeline: no dumps")
 	}
+	if slices.Contains(dumps, nil) {
+		return nil, fmt.Errorf("timeline: a nil dump")
+	}
 	ds := slices.Clone(dumps)
 	slices.SortFunc(ds, func(a, b *flight.Dump) int { return cmp.Compare(a.Rank, b.Rank) })
 	j := &job{id: ds[0].Job, ranks: make([]rank, len(ds))}
 	for i, d := range ds {
 		if d.Rank < 0 {
-			return nil, fmt.Errorf("timeline: dump of rank %d", d.Rank)
+			return nil, fmt.Errorf("timeline: a dump of rank %d: ranks count from 0", d.Rank)
 		}
 		if i > 0 && d.Rank == ds[i-1].Rank {
 			return nil, fmt.Errorf("timeline: two dumps of rank %d", d.Rank)

@@ -213,6 +213,10 @@ func TestMergeRefusesDumpsThatAreNotOneJob(t *testing.T) {
 	dumps[1].Ops[1].Start = time.Time{}
 	require.ErrorContains(t, Merge(new(bytes.Buffer), dumps), "rank 1: operation 2 has no start time")
 
+	dumps = threeRanks(t)
+	dumps[0].Rank = -1
+	require.ErrorContains(t, Merge(new(bytes.Buffer), dumps), "a dump of rank -1")
+	require.ErrorContains(t, RenderSVG(new(bytes.Buffer), []*flight.Dump{nil}), "a nil dump")
 	require.ErrorContains(t, Merge(new(bytes.Buffer), nil), "no dumps")
 }
 
