@@ -26,8 +26,8 @@
 //     (its sequence number in its communicator), with "(failed)" or
 //     "(running)" appended when it did not finish. Its arguments are the
 //     communicator, sequence number, algorithm, element type, count,
-//     bytes, state, error, the last wait it was in (step, peer,
-//     direction, and how long that wait had lasted), the cells and bytes
+//     bytes, state, error, the last wait it was in (step, peer and
+//     direction: the wait it hangs in if it still runs), the cells and bytes
 //     posted on each path while it ran, and the cells posted again, path
 //     resets begun (give_ups) and completed (resets). An instant "path
 //     reset" marks the end of an operation during which a path was reset.

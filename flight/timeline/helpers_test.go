@@ -44,7 +44,7 @@ func mkOp(t testing.TB, id uint64, s opSpec) flight.Op {
 		o.End = at(s.end)
 	}
 	if len(s.peers) > 0 {
-		o.Peer, o.Dir, o.Step, o.Since = s.peers[len(s.peers)-1], s.dir, 2*len(s.peers), at(s.start)
+		o.Peer, o.Dir, o.Step = s.peers[len(s.peers)-1], s.dir, 2*len(s.peers)
 	}
 	for i, b := range s.paths {
 		o.Traffic.Bytes[i], o.Traffic.Cells[i] = b, b/4096

@@ -103,13 +103,12 @@ type opArgs struct {
 	Resets    uint64     `json:"resets"`
 }
 
-// waitArgs are an operation's last wait: Waited is how long it had lasted
-// when the operation ended, or when the rank was dumped if it still runs.
+// waitArgs are an operation's last wait: the one it is in if it still
+// runs.
 type waitArgs struct {
-	Step   int     `json:"step"`
-	Peer   int     `json:"peer"`
-	Dir    string  `json:"dir,omitempty"`
-	Waited float64 `json:"waited_us"`
+	Step int    `json:"step"`
+	Peer int    `json:"peer"`
+	Dir  string `json:"dir,omitempty"`
 }
 
 // pathArgs are the cells and bytes the process posted on one path while
@@ -225,7 +224,7 @@ func (e *eventWriter) rank(r *rank, t0 time.Time) {
 				e.add(ev)
 				continue
 			}
-			ev.Args = newOpArgs(r.d, s)
+			ev.Args = newOpArgs(s)
 			e.add(ev)
 			if resets(o) {
 				e.add(instantEvent{Name: "path reset", Cat: "path", Ph: "i", S: "t", Ts: us(s.end), Pid: pid, Tid: tid,
@@ -239,21 +238,14 @@ func (e *eventWriter) rank(r *rank, t0 time.Time) {
 	}
 }
 
-// newOpArgs returns the details of s, an operation of the rank dumped in d.
-func newOpArgs(d *flight.Dump, s span) opArgs {
+// newOpArgs returns the details of s.
+func newOpArgs(s span) opArgs {
 	o := s.op
 	a := opArgs{ID: o.ID, Comm: o.Comm, Seq: o.Seq, Algorithm: o.Algorithm, DType: o.DType, Count: o.Count, Bytes: o.Bytes,
 		State: o.State.String(), Err: o.Err, Paths: paths(&o.Traffic),
 		Reposts: o.Traffic.Reposts, GiveUps: o.Traffic.GiveUps, Resets: o.Traffic.Resets}
 	if o.Peer >= 0 {
 		a.Wait = &waitArgs{Step: o.Step, Peer: o.Peer, Dir: o.Dir.String()}
-		end := o.End
-		if o.State == flight.Running {
-			end = d.Time
-		}
-		if !o.Since.IsZero() && !end.IsZero() {
-			a.Wait.Waited = us(max(end.Sub(o.Since), 0))
-		}
 	}
 	return a
 }
