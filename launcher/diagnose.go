@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/flight"
+	"github.com/rdmacell/rdmacell/flight/timeline"
 )
 
 // The ranks report stalls and write traces themselves (package comm);
@@ -162,5 +164,32 @@ func (j *job) requestTraces() {
 		j.log.Warn("cellrun: SIGUSR1 asks the ranks for their traces, which needs --trace-dir")
 		return
 	}
-	go d.requestTraces(j.stopCtx)
+	go func() {
+		d.requestTraces(j.stopCtx)
+		// The ranks write theirs as soon as the note reaches them.
+		select {
+		case <-time.After(statusGrace):
+			j.mergeTraces()
+		case <-j.stopCtx.Done():
+		}
+	}()
+}
+
+// mergeTraces merges the ranks' traces into the job's timeline, when
+// there are any.
+func (j *job) mergeTraces() {
+	if j.cfg.TraceDir == "" {
+		return
+	}
+	j.traceMu.Lock()
+	defer j.traceMu.Unlock()
+	if files, _ := filepath.Glob(filepath.Join(j.cfg.TraceDir, "rank-*.json")); len(files) == 0 {
+		return // no rank got as far as writing one
+	}
+	if err := timeline.MergeDir(j.cfg.TraceDir); err != nil {
+		j.log.Warn("cellrun: cannot merge the ranks' traces", "dir", j.cfg.TraceDir, "err", err)
+		return
+	}
+	j.console.write(j.console.stderr, []byte(fmt.Sprintf("cellrun: timeline of the ranks' last operations in %s and %s\n",
+		filepath.Join(j.cfg.TraceDir, timeline.TraceFile), filepath.Join(j.cfg.TraceDir, timeline.PictureFile))))
 }

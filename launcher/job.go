@@ -44,6 +44,7 @@ type job struct {
 	published chan struct{} // closed once the cause is told to the other nodes
 	killTimer *time.Timer
 	diag      *diagnosis // nil until etcd is up, or when nothing is followed
+	traceMu   sync.Mutex // one merge of the traces at a time
 }
 
 func newJob(cfg Config, c *console, log *slog.Logger) *job {

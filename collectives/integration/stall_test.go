@@ -14,6 +14,7 @@ import (
 	"github.com/rdmacell/rdmacell/collectives"
 	"github.com/rdmacell/rdmacell/comm"
 	"github.com/rdmacell/rdmacell/flight"
+	"github.com/rdmacell/rdmacell/flight/timeline"
 	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/launcher"
 )
@@ -70,6 +71,14 @@ func TestWatchdogAndStallReport(t *testing.T) {
 		require.True(t, failed, "rank %d's trace has the failed AllReduce: %+v", r, d.Ops)
 	}
 	require.Contains(t, stdout, "[2] ok: late", out)
+	dumps, err := timeline.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, dumps, 3, "every rank wrote its trace when it closed")
+	for _, name := range []string{timeline.TraceFile, timeline.PictureFile} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err, "cellrun merged the traces")
+		require.NotZero(t, st.Size())
+	}
 }
 
 // stallMain is a rank of TestWatchdogAndStallReport.
