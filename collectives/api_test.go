@@ -361,6 +361,7 @@ func TestNoAllocations(t *testing.T) {
 			}
 			step() // grows the scratch buffers
 			require.Zero(t, testing.AllocsPerRun(20, step))
+			require.Len(t, w.mem.Endpoint(0).Recorder().Ops(), 22, "the operations measured were recorded")
 			for r := range n {
 				close(start[r])
 			}

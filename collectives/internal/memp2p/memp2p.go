@@ -27,6 +27,7 @@ import (
 	"unsafe"
 
 	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/flight"
 )
 
 // ErrTooLong: a message was longer than the receive buffer posted for it.
@@ -56,7 +57,7 @@ type link struct {
 func New(n int) *World {
 	w := &World{n: n, links: make([]link, n*n), alloc: make(map[*byte]int)}
 	for r := range n {
-		w.eps = append(w.eps, &Endpoint{w: w, rank: r})
+		w.eps = append(w.eps, &Endpoint{w: w, rank: r, rec: flight.New(0, nil)})
 	}
 	return w
 }
@@ -117,9 +118,12 @@ func (w *World) Allocated() int {
 }
 
 // Endpoint is one rank's view of the world; it implements comm.P2P.
+// Like the communicator's ordered channel it has a flight recorder, in
+// which the collectives record their operations.
 type Endpoint struct {
 	w    *World
 	rank int
+	rec  *flight.Recorder
 
 	mu   sync.Mutex
 	free []*Request
@@ -132,6 +136,12 @@ func (e *Endpoint) Rank() int { return e.rank }
 
 // Size returns the number of ranks of the world.
 func (e *Endpoint) Size() int { return e.w.n }
+
+// Recorder returns the endpoint's flight recorder.
+func (e *Endpoint) Recorder() *flight.Recorder { return e.rec }
+
+// ID is the id the collectives record their operations under.
+func (e *Endpoint) ID() uint64 { return 1 }
 
 // Transport is "shm" to a peer on this rank's host, "mem" to others.
 func (e *Endpoint) Transport(peer int) string {
