@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 		os.Exit(leaveMain())
 	case roleStall:
 		os.Exit(stallMain())
+	case roleTrace:
+		os.Exit(traceMain())
 	}
 	os.Exit(rankMain())
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,4 +116,72 @@ func stallMain() int {
 	}
 	fmt.Println("ok:", te.Error()[len("comm: rank 0: "):])
 	return 0
+}
+
+// roleTrace makes every rank run a few collectives and wait for the
+// trace SIGUSR1 to cellrun asks for (see TestTraceOnDemand).
+const roleTrace = "trace"
+
+// TestTraceOnDemand: SIGUSR1 to cellrun makes every rank write its
+// flight recorder while the job runs, and cellrun merges the traces.
+func TestTraceOnDemand(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var so, se syncbuf.Buffer
+	signals := make(chan os.Signal, 1)
+	go func() {
+		for ctx.Err() == nil && strings.Count(so.String(), "ready") < 3 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		signals <- syscall.SIGUSR1
+	}()
+	code, err := launcher.Run(ctx, launcher.Config{
+		Program:      os.Args[0],
+		ProcsPerNode: 3,
+		Nodes:        1,
+		Transport:    string(comm.TransportShm),
+		TraceDir:     dir,
+		Signals:      signals,
+		Env:          append(os.Environ(), envRole+"="+roleTrace),
+	}, &so, &se)
+	out := "stdout:\n" + so.String() + "\nstderr:\n" + se.String()
+	require.NoError(t, err, out)
+	require.Zero(t, code, out)
+	for r := range 3 {
+		require.Contains(t, so.String(), fmt.Sprintf("[%d] ok: traced 3 operations", r), out)
+	}
+	require.Contains(t, se.String(), "cellrun: timeline of the ranks' last operations in "+filepath.Join(dir, timeline.TraceFile), out)
+	_, err = os.Stat(filepath.Join(dir, timeline.PictureFile))
+	require.NoError(t, err)
+}
+
+// traceMain is a rank of TestTraceOnDemand.
+func traceMain() int {
+	ctx, cancel := context.WithTimeout(context.Background(), rankTimeout)
+	defer cancel()
+	c, g, code := join(ctx)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	defer g.Close()
+	buf := make([]float64, 100)
+	for range 3 {
+		if err := collectives.AllReduce(ctx, g, buf, buf, collectives.Sum); err != nil {
+			fmt.Fprintln(os.Stderr, "AllReduce:", err)
+			return 1
+		}
+	}
+	fmt.Println("ready")
+	name := filepath.Join(os.Getenv(comm.EnvTraceDir), flight.FileName(c.Rank()))
+	for ctx.Err() == nil {
+		if d, err := flight.ReadFile(name); err == nil && d.Reason == "requested" {
+			fmt.Printf("ok: traced %d operations\n", len(d.Ops))
+			return 0
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Fprintln(os.Stderr, "no trace was asked for")
+	return 1
 }
