@@ -42,6 +42,7 @@ func TestOptionsFromEnv(t *testing.T) {
 		EnvPolicy: "spray", EnvDebug: "cell,bootstrap", EnvTCPAddr: "10.1.2.3", EnvHost: "node-7.example",
 		EnvSecret: strings.Repeat("ab", bootstrap.SecretSize),
 		EnvEtcdCA: pem, EnvEtcdCert: pem, EnvEtcdKey: pem, EnvEtcdUser: "u", EnvEtcdPassword: "p",
+		EnvTimeout: "0", EnvStallReport: "2m", EnvTraceDir: "/tmp/tr", EnvFlightOps: "50", EnvMetricsAddr: ":9400",
 	} {
 		env[k] = v
 	}
@@ -64,10 +65,16 @@ func TestOptionsFromEnv(t *testing.T) {
 	require.Equal(t, "10.1.2.3", o.TCPAddr)
 	require.Equal(t, pem, o.Etcd.TLS.CAFile)
 	require.Equal(t, "u", o.Etcd.Username)
+	require.Equal(t, NoTimeout, o.Timeout, "0 turns the watchdog off")
+	require.Equal(t, 2*time.Minute, o.StallReport)
+	require.Equal(t, "/tmp/tr", o.TraceDir)
+	require.Equal(t, 50, o.FlightOps)
+	require.Equal(t, ":9400", o.MetricsAddr)
 	require.NoError(t, o.resolve())
+	require.Equal(t, NoTimeout, o.Timeout)
 
 	// The optional knobs, empty, take their defaults.
-	for _, k := range []string{EnvTransport, EnvPaths, EnvCellSize, EnvPolicy, EnvDebug, EnvTCPAddr, EnvRendezvousTimeout} {
+	for _, k := range []string{EnvTransport, EnvPaths, EnvCellSize, EnvPolicy, EnvDebug, EnvTCPAddr, EnvRendezvousTimeout, EnvTimeout, EnvStallReport} {
 		env[k] = ""
 	}
 	o, err = optionsFrom(lookupIn(env))
@@ -76,6 +83,8 @@ func TestOptionsFromEnv(t *testing.T) {
 	require.Equal(t, TransportAuto, o.Transport)
 	require.Equal(t, DefaultPaths, o.Paths)
 	require.Equal(t, DefaultRendezvousTimeout, o.RendezvousTimeout)
+	require.Equal(t, DefaultTimeout, o.Timeout)
+	require.Equal(t, DefaultStallReport, o.StallReport)
 }
 
 // Every variable with a value that cannot be used, and every required one
@@ -100,6 +109,8 @@ func TestOptionsFromEnvErrors(t *testing.T) {
 		{EnvDebug, "Cell"}, {EnvDebug, "cell,,bootstrap"}, {EnvDebug, "all!"},
 		{EnvTCPAddr, "host:port"}, {EnvTCPAddr, "10.0.0.1:99999"}, {EnvTCPAddr, "a b"},
 		{EnvHost, ""}, {EnvHost, "a b"}, {EnvHost, strings.Repeat("h", 254)},
+		{EnvTimeout, "-1s"}, {EnvTimeout, "ten minutes"}, {EnvStallReport, "1"},
+		{EnvFlightOps, "0"}, {EnvFlightOps, "many"}, {EnvMetricsAddr, "9400"}, {EnvMetricsAddr, "h:port"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
@@ -210,6 +221,10 @@ func TestOptionErrors(t *testing.T) {
 		{"LocalRank", func(o *Options) { o.LocalWorldSize, o.LocalRank = 1, 1 }},
 		{"Host", func(o *Options) { o.Host = "under_score" }},
 		{"Secret", func(o *Options) { o.Secret = []byte("short") }},
+		{"Timeout", func(o *Options) { o.Timeout = -time.Second }},
+		{"StallReport", func(o *Options) { o.StallReport = -2 }},
+		{"FlightOps", func(o *Options) { o.FlightOps = -1 }},
+		{"MetricsAddr", func(o *Options) { o.MetricsAddr = "nowhere" }},
 	} {
 		o := base()
 		tc.mod(&o)

@@ -32,19 +32,21 @@ func TestJobEnv(t *testing.T) {
 			name: "every knob",
 			cfg: Config{Nodes: 3, ProcsPerNode: 2, Job: "j", Transport: "tcp", Paths: 4, CellSize: 1 << 20,
 				Policy: "spray", Debug: "1", Reproducible: true, RendezvousTimeout: 90 * time.Second,
+				Timeout: NoTimeout, StallReport: 45 * time.Second, TraceDir: "/tr", MetricsPort: 9400,
 				EtcdCA: "ca.pem", EtcdCert: "c.pem", EtcdKey: "k.pem", EtcdUser: "u", EtcdPassword: "p"},
 			want: []string{"PATH=/bin",
 				"RDMACELL_WORLD_SIZE=6", "RDMACELL_LOCAL_WORLD_SIZE=2", "RDMACELL_JOB=j", "RDMACELL_ETCD_ENDPOINTS=http://a:1,http://b:2",
 				"RDMACELL_SECRET=c5" + strings.Repeat("00", 31), "RDMACELL_TRANSPORT=tcp", "RDMACELL_PATHS=4", "RDMACELL_CELL_SIZE=1048576", "RDMACELL_POLICY=spray",
 				"RDMACELL_DEBUG=1", "RDMACELL_REPRODUCIBLE=1", "RDMACELL_RENDEZVOUS_TIMEOUT=1m30s",
+				"RDMACELL_TIMEOUT=0", "RDMACELL_STALL_REPORT=45s", "RDMACELL_TRACE_DIR=/tr",
 				"RDMACELL_ETCD_CA=ca.pem", "RDMACELL_ETCD_CERT=c.pem", "RDMACELL_ETCD_KEY=k.pem",
 				"RDMACELL_ETCD_USER=u", "RDMACELL_ETCD_PASSWORD=p",
-				"RDMACELL_RANK=5", "RDMACELL_LOCAL_RANK=1"},
+				"RDMACELL_RANK=5", "RDMACELL_LOCAL_RANK=1", "RDMACELL_METRICS_ADDR=:9401"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := rankEnv(jobEnv(base, &tt.cfg, access{endpoints: []string{"http://a:1", "http://b:2"}, secret: secret}), 5, 1, 0)
+			env := rankEnv(jobEnv(base, &tt.cfg, access{endpoints: []string{"http://a:1", "http://b:2"}, secret: secret}), 5, 1, tt.cfg.MetricsPort)
 			assert.Equal(t, tt.want, env)
 		})
 	}

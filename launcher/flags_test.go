@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
@@ -81,7 +82,7 @@ func TestHelp(t *testing.T) {
 		n++
 		assert.Regexp(t, `(?m)^ +(-\w, )?--`+f.Name+`\b.*\S{3,}`, help, "flag --%s is listed with an explanation", f.Name)
 	})
-	assert.Equal(t, 26, n, "flags of cellrun")
+	assert.Equal(t, 30, n, "flags of cellrun")
 	assert.Contains(t, help, "Usage: cellrun [flags] PROGRAM [ARGS...]")
 	assert.Empty(t, p.stderr.all())
 }
@@ -112,6 +113,20 @@ func TestParseArgs(t *testing.T) {
 	assert.Equal(t, token, cfg.JoinToken, "--join @FILE")
 	_, err = ParseArgs([]string{"--join", "@" + tokenFile + ".missing", "./train"})
 	assert.ErrorIs(t, err, ErrUsage)
+
+	cfg, err = ParseArgs([]string{"--timeout", "0", "--stall-report", "30s", "--trace-dir", "tr", "--metrics-port", "9400", "-n", "2", "./train"})
+	require.NoError(t, err)
+	assert.Equal(t, NoTimeout, cfg.Timeout, "--timeout 0 turns the watchdog off")
+	assert.Equal(t, 30*time.Second, cfg.StallReport)
+	assert.Equal(t, "tr", cfg.TraceDir)
+	assert.Equal(t, 9400, cfg.MetricsPort)
+	cfg, err = ParseArgs([]string{"./train"})
+	require.NoError(t, err)
+	assert.Zero(t, cfg.Timeout, "the ranks' default")
+	for _, args := range [][]string{{"--timeout", "-1s"}, {"--stall-report", "-3m"}, {"--metrics-port", "65535", "-n", "2"}, {"--metrics-port", "0"}} {
+		_, err = ParseArgs(append(args, "./train"))
+		assert.ErrorIs(t, err, ErrUsage, "%v", args)
+	}
 
 	_, err = ParseArgs([]string{"-h"})
 	assert.ErrorIs(t, err, ErrHelp)
