@@ -91,8 +91,26 @@ func overlay(env, o Options) Options {
 	if o.Secret != nil {
 		env.Secret = o.Secret
 	}
+	if o.Timeout != 0 {
+		env.Timeout = o.Timeout
+	}
+	if o.StallReport != 0 {
+		env.StallReport = o.StallReport
+	}
+	if o.TraceDir != "" {
+		env.TraceDir = o.TraceDir
+	}
+	if o.FlightOps != 0 {
+		env.FlightOps = o.FlightOps
+	}
+	if o.MetricsAddr != "" {
+		env.MetricsAddr = o.MetricsAddr
+	}
 	if o.tcpSecret != nil {
 		env.tcpSecret = o.tcpSecret
+	}
+	if o.wrapDevice != nil {
+		env.wrapDevice = o.wrapDevice
 	}
 	return env
 }
@@ -199,6 +217,9 @@ func (w *world) openDevices() error {
 		d, err := pr.open(w)
 		if err != nil {
 			return fmt.Errorf("open %s: %w", pr.transport, err)
+		}
+		if w.opts.wrapDevice != nil {
+			d = w.opts.wrapDevice(d)
 		}
 		w.devs[i] = d
 	}

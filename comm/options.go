@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/cell"
+	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/rdmacell/rdmacell/verbs/ibv"
 )
 
@@ -106,6 +107,9 @@ type Options struct {
 	// or a text handler on standard error when debug logs are on).
 	Logger *slog.Logger
 
+	// wrapDevice, when set, wraps every device Init opens; tests use it to
+	// inject faults (verbs/fault).
+	wrapDevice func(verbs.Device) verbs.Device
 	// tcpSecret replaces the job secret for the tcp provider; tests use it
 	// to play a process of another job.
 	tcpSecret []byte

@@ -2,14 +2,18 @@ package comm
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/flight"
+	"github.com/rdmacell/rdmacell/verbs"
+	"github.com/rdmacell/rdmacell/verbs/fault"
 )
 
 // A Recv from a peer that never sends ends with the watchdog's error,
@@ -90,4 +94,71 @@ func TestWatchdogNamesTheRankThatHasNotEntered(t *testing.T) {
 	require.True(t, errors.Is(err, os.ErrNotExist), "rank 2 had nothing to write")
 	notes, _ := comms[2].w.job.Notes(stallNote)
 	require.NotEmpty(t, notes, "a stall was reported")
+}
+
+// Every path from rank 1 to rank 0 stalls (the fault wrapper holds what
+// rank 1 posts) while rank 1 sends in an operation: the stall report
+// names the paths and their state. Once the paths move again the message
+// arrives whole.
+func TestStallReportNamesThePath(t *testing.T) {
+	var dev *fault.Device
+	comms := startComms(t, 2, TransportTCP, func(o *Options) {
+		o.Timeout, o.StallReport = time.Minute, 300*time.Millisecond
+		if o.Rank == 1 {
+			o.wrapDevice = func(d verbs.Device) verbs.Device { dev = fault.Wrap(d); return dev }
+		}
+	})
+	defer closeAll(t, comms)
+	msg := pattern(256<<10, 7)
+	exchange := func(seq uint64) {
+		onEach(t, comms, func(c *Comm) error {
+			h := c.Recorder().Begin(&flight.Op{Comm: c.ID(), Seq: seq, Name: "Broadcast", Bytes: int64(len(msg))})
+			var err error
+			if c.Rank() == 1 {
+				c.Recorder().Wait(h, 0, 0, flight.Send)
+				var req Request
+				if req, err = c.P2P().Isend(0, seq, msg); err == nil {
+					_, err = req.Wait(t.Context())
+				}
+			} else {
+				c.Recorder().Wait(h, 0, 1, flight.Recv)
+				got := make([]byte, len(msg))
+				var req Request
+				if req, err = c.P2P().Irecv(1, seq, got); err == nil {
+					_, err = req.Wait(t.Context())
+				}
+				if err == nil && firstDiff(got, msg) >= 0 {
+					err = fmt.Errorf("byte %d differs", firstDiff(got, msg))
+				}
+			}
+			c.Recorder().End(h, err)
+			return err
+		})
+	}
+	exchange(0) // connects
+	for _, q := range dev.QPs() {
+		q.Inject(fault.Fault{Kind: fault.Stall})
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		exchange(1)
+	}()
+	var cause string
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(cause, "rank 1 waits in Broadcast #1 for rank 0 (to take what it sends, step 0; ") ||
+		!strings.Contains(cause, " path ") {
+		require.True(t, time.Now().Before(deadline), "no stall report named the paths; the last: %q", cause)
+		time.Sleep(50 * time.Millisecond)
+		cause = comms[0].w.stallCause()
+	}
+	t.Log(cause)
+	for _, q := range dev.QPs() {
+		q.Inject(fault.Fault{})
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the message did not arrive once the paths moved again")
+	}
 }

@@ -1,7 +1,9 @@
 package fault
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"fmt"
 	"sync"
 	"time"
@@ -66,6 +68,19 @@ func (d *Device) Close() error {
 		}
 	}
 	return errors.Join(append(errs, d.under.Close())...)
+}
+
+// QPs returns the QPs created through d and not closed yet, in the order of
+// their numbers.
+func (d *Device) QPs() []*QP {
+	d.mu.Lock()
+	qps := make([]*QP, 0, len(d.qps))
+	for q := range d.qps {
+		qps = append(qps, q)
+	}
+	d.mu.Unlock()
+	slices.SortFunc(qps, func(a, b *QP) int { return cmp.Compare(a.Num(), b.Num()) })
+	return qps
 }
 
 // PD wraps a provider's protection domain. It implements verbs.PD.
