@@ -3,8 +3,8 @@ package fault
 import (
 	"cmp"
 	"errors"
-	"slices"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
