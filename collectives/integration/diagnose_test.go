@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -76,10 +77,53 @@ func TestWatchdogAndStallReport(t *testing.T) {
 	dumps, err := timeline.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, dumps, 3, "every rank wrote its trace when it closed")
-	for _, name := range []string{timeline.TraceFile, timeline.PictureFile} {
-		st, err := os.Stat(filepath.Join(dir, name))
-		require.NoError(t, err, "cellrun merged the traces")
-		require.NotZero(t, st.Size())
+	checkTimeline(t, dir, dumps)
+	st, err := os.Stat(filepath.Join(dir, timeline.PictureFile))
+	require.NoError(t, err, "cellrun drew the timeline")
+	require.NotZero(t, st.Size())
+}
+
+// checkTimeline checks that the job's merged trace is trace-event JSON
+// with a process per rank and a span named for each recorded operation.
+func checkTimeline(t *testing.T, dir string, dumps []*flight.Dump) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, timeline.TraceFile))
+	require.NoError(t, err, "cellrun merged the traces")
+	var tf struct {
+		TraceEvents []struct {
+			Name string `json:"name"`
+			Ph   string `json:"ph"`
+			Pid  int    `json:"pid"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(b, &tf))
+	procs := map[int]bool{}
+	spans := map[int]map[string]int{} // pid: span name: count
+	for _, e := range tf.TraceEvents {
+		switch e.Ph {
+		case "M":
+			if e.Name == "process_name" {
+				procs[e.Pid] = true
+			}
+		case "X":
+			if spans[e.Pid] == nil {
+				spans[e.Pid] = map[string]int{}
+			}
+			spans[e.Pid][e.Name]++
+		}
+	}
+	require.Len(t, procs, len(dumps), "one process per rank")
+	for _, d := range dumps {
+		for _, op := range d.Ops {
+			name := fmt.Sprintf("%s #%d", op.Name, op.Seq)
+			found := 0
+			for n, c := range spans[d.Rank+1] {
+				if strings.HasPrefix(n, name) {
+					found += c
+				}
+			}
+			require.NotZero(t, found, "rank %d's %s is on the timeline", d.Rank, name)
+		}
 	}
 }
 
