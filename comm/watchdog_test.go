@@ -41,6 +41,24 @@ func TestWatchdogEndsARecvThatNeverCompletes(t *testing.T) {
 	})
 }
 
+// A Recv that waits past the stall-report bound is reported, by what it
+// waits for, before the watchdog ends it.
+func TestStallReportOfAMessage(t *testing.T) {
+	comms := startComms(t, 2, TransportShm, func(o *Options) {
+		o.Timeout, o.StallReport = 3*time.Second, 200*time.Millisecond
+	})
+	defer closeAll(t, comms)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := comms[0].Recv(t.Context(), 1, 7, make([]byte, 8))
+		errc <- err
+	}()
+	want := "rank 0 waits for receive of up to 8 bytes from rank 1 with tag 0x7"
+	require.Eventually(t, func() bool { return strings.Contains(comms[1].w.stallCause(), want) }, 10*time.Second, 20*time.Millisecond,
+		"the last report: %q", comms[1].w.stallCause())
+	require.ErrorIs(t, <-errc, ErrTimeout)
+}
+
 // A collective that rank 2 never enters: the ranks that wait in it ask
 // for a stall report, every rank answers, and the watchdog's error on
 // them says that rank 2 has not entered the operation, though rank 1
