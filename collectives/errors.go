@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/rdmacell/rdmacell/flight"
 )
 
 // Errors to test with errors.Is. They arrive wrapped in the types below,
@@ -113,24 +115,5 @@ func rankList(rs []int) string {
 	if len(rs) == 0 {
 		return "none"
 	}
-	var b strings.Builder
-	for i := 0; i < len(rs); {
-		j := i
-		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		switch {
-		case j == i:
-			fmt.Fprintf(&b, "%d", rs[i])
-		case j == i+1:
-			fmt.Fprintf(&b, "%d, %d", rs[i], rs[j])
-		default:
-			fmt.Fprintf(&b, "%d-%d", rs[i], rs[j])
-		}
-		i = j + 1
-	}
-	return b.String()
+	return flight.FormatRanks(rs)
 }

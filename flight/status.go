@@ -260,11 +260,12 @@ func ranksPhrase(rs []int, one, many string) string {
 	if len(rs) == 1 {
 		return fmt.Sprintf("rank %d%s", rs[0], strings.TrimPrefix(one, "rank"))
 	}
-	return fmt.Sprintf("ranks %s%s", rankRanges(rs), strings.TrimPrefix(many, "ranks"))
+	return fmt.Sprintf("ranks %s%s", FormatRanks(rs), strings.TrimPrefix(many, "ranks"))
 }
 
-// rankRanges formats sorted ranks compactly: "0-2, 5".
-func rankRanges(rs []int) string {
+// FormatRanks formats ranks compactly, in increasing order: "0-2, 5",
+// and "0, 1" for two in a row.
+func FormatRanks(rs []int) string {
 	rs = slices.Clone(rs)
 	slices.Sort(rs)
 	var b strings.Builder
@@ -276,10 +277,13 @@ func rankRanges(rs []int) string {
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		if j > i {
-			fmt.Fprintf(&b, "%d-%d", rs[i], rs[j])
-		} else {
+		switch {
+		case j == i:
 			fmt.Fprintf(&b, "%d", rs[i])
+		case j == i+1:
+			fmt.Fprintf(&b, "%d, %d", rs[i], rs[j])
+		default:
+			fmt.Fprintf(&b, "%d-%d", rs[i], rs[j])
 		}
 		i = j + 1
 	}

@@ -17,7 +17,7 @@ func TestSummarizeNamesTheRankThatHasNotEntered(t *testing.T) {
 	}
 	done := Op{Comm: 1, Seq: 3, Name: "AllReduce", Start: start.Add(-time.Second), End: start, State: Done}
 	sts := []Status{waiting(0, 2), waiting(1, 0), {Rank: 2, Comms: []CommStatus{{ID: 1, Ranks: world, Last: &done}}}}
-	require.Equal(t, []string{"rank 2 has not entered AllReduce #4; ranks 0-1 have waited in it for 1m1s"}, Summarize(3, sts, now))
+	require.Equal(t, []string{"rank 2 has not entered AllReduce #4; ranks 0, 1 have waited in it for 1m1s"}, Summarize(3, sts, now))
 
 	// Rank 2 does not answer at all.
 	require.Equal(t, []string{"rank 2 did not answer (stopped, or not in the job any more)"}[0],
