@@ -48,6 +48,9 @@ func (k keyspace) p2p(from, to int, key string) string {
 	return k.prefix + "p2p/" + strconv.Itoa(to) + "/" + strconv.Itoa(from) + "/" + key
 }
 
+// decision is the key of a decision of the job (see Job.Decide).
+func (k keyspace) decision(name string) string { return k.prefix + "decision/" + name }
+
 // note puts the name last so that it may contain slashes.
 func (k keyspace) note(rank int, name string) string {
 	return k.prefix + "note/" + strconv.Itoa(rank) + "/" + name

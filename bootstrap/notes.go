@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // Notes are what the ranks of a job say to all of them and to whoever
@@ -117,4 +118,46 @@ func PutNote(ctx context.Context, st Store, keyPrefix, job, name string, value [
 		return fmt.Errorf("bootstrap: job %q: note %q: %w", job, name, err)
 	}
 	return nil
+}
+
+// Decide settles name for the whole job: the first rank to call it with
+// a name makes its value the decision, and every call with that name, by
+// any rank, returns that value. A rank that proposes and dies does not
+// undo it: decisions live as long as the job's keys.
+func (j *Job) Decide(ctx context.Context, name string, proposal []byte) ([]byte, error) {
+	if name == "" {
+		return nil, fmt.Errorf("bootstrap: job %q rank %d: decide: empty name", j.cfg.Job, j.cfg.Rank)
+	}
+	if j.isClosed() {
+		return nil, ErrClosed
+	}
+	created, existing, err := j.store.Create(ctx, j.keys.decision(name), proposal, NoLease)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: job %q rank %d: decide %q: %w", j.cfg.Job, j.cfg.Rank, name, err)
+	}
+	if created {
+		return slices.Clone(proposal), nil
+	}
+	return existing, nil
+}
+
+// GatherNotes waits until each of ranks has published its note name or
+// left the job, and returns the notes of those that published, by rank.
+func (j *Job) GatherNotes(ctx context.Context, name string, ranks []int) (map[int][]byte, error) {
+	out := make(map[int][]byte, len(ranks))
+	err := j.wait(ctx, func(s *state) (bool, error) {
+		clear(out)
+		for _, r := range ranks {
+			if v, ok := s.notes[inboxKey{from: r, key: name}]; ok {
+				out[r] = v
+			} else if s.gone[r] == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: job %q rank %d: gather note %q: %w", j.cfg.Job, j.cfg.Rank, name, err)
+	}
+	return out, nil
 }

@@ -54,3 +54,20 @@ func TestWatchNotesFromOutsideTheJob(t *testing.T) {
 		}
 	}
 }
+
+func TestDecideTakesTheFirstProposal(t *testing.T) {
+	eachStore(t, func(t *testing.T, m meeting) {
+		ctx := testContext(t)
+		a := join(t, m.config("decide", 0, 2))
+		b := join(t, m.config("decide", 1, 2))
+		got, err := b.Decide(ctx, "shrink/1", []byte("0,1"))
+		require.NoError(t, err)
+		require.Equal(t, []byte("0,1"), got)
+		got, err = a.Decide(ctx, "shrink/1", []byte("0"))
+		require.NoError(t, err)
+		require.Equal(t, []byte("0,1"), got, "the first proposal stands")
+		got, err = a.Decide(ctx, "shrink/2", []byte("0"))
+		require.NoError(t, err)
+		require.Equal(t, []byte("0"), got, "another name is another decision")
+	})
+}

@@ -26,8 +26,9 @@ type Comm struct {
 	// communicator is gone, so no collective can complete.
 	poison atomic.Pointer[failure]
 
-	mu     sync.Mutex
-	splits uint64
+	mu      sync.Mutex
+	splits  uint64
+	shrinks uint64
 }
 
 // Rank is this process's rank in the communicator.

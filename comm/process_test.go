@@ -191,10 +191,18 @@ func TestProcessExchange(t *testing.T) {
 // A rank killed with SIGKILL while the others wait on it: every survivor's
 // waits fail with an error naming its rank, host and pid, in bounded time,
 // and the survivors go on talking to each other and close cleanly.
+//
+// They then shrink the world to themselves, over shm and over tcp.
 func TestProcessKill(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) { processKill(t, tr) })
+	}
+}
+
+func processKill(t *testing.T, tr Transport) {
 	srv := startServer(t)
 	ctx := bounded(t)
-	procs := startRanks(t, srv, 4, "kill")
+	procs := startRanks(t, srv, 4, "kill", EnvTransport+"="+string(tr))
 	victim := procs[3]
 	victim.expect(ctx, t, "ready")
 	for _, p := range procs[:3] {
@@ -213,6 +221,7 @@ func TestProcessKill(t *testing.T) {
 		p.send(t, "go")
 	}
 	for _, p := range procs[:3] {
+		p.expect(ctx, t, "shrunk 3")
 		p.expect(ctx, t, "ok")
 		p.wait(ctx, t)
 	}

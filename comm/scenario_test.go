@@ -151,7 +151,7 @@ func ringExchange(ctx context.Context, c *Comm, tag uint64, out, in []byte) erro
 	return err
 }
 
-func waitAll(ctx context.Context, hs []*Handle) error {
+func waitAll[R Request](ctx context.Context, hs []R) error {
 	for _, h := range hs {
 		if _, err := h.Wait(ctx); err != nil {
 			return err
@@ -211,8 +211,34 @@ func scenarioKill(ctx context.Context, c *Comm, in *bufio.Scanner) error {
 	if _, err := c.Recv(ctx, prev, 3, buf); err != nil || int(buf[0]) != prev {
 		return fmt.Errorf("survivors' ring: %v", err)
 	}
-	_, err = s.Wait(ctx)
-	return err
+	if _, err = s.Wait(ctx); err != nil {
+		return err
+	}
+	// They shrink the world to themselves, and its ordered channel works.
+	sub, err := c.Shrink(ctx)
+	if err != nil {
+		return err
+	}
+	if sub.Size() != victim || sub.Rank() != me || sub.WorldRank(sub.Rank()) != me {
+		return fmt.Errorf("shrunk to rank %d of %d, want %d of %d", sub.Rank(), sub.Size(), me, victim)
+	}
+	out, got := []byte{byte(me), 0xee}, make([]byte, 2)
+	sq, err := sub.P2P().Isend(next, 4, out)
+	if err != nil {
+		return err
+	}
+	rq, err := sub.P2P().Irecv(prev, 4, got)
+	if err != nil {
+		return err
+	}
+	if err := waitAll(ctx, []Request{rq, sq}); err != nil || got[0] != byte(prev) || got[1] != 0xee {
+		return fmt.Errorf("the shrunk ring: %v (got %v)", err, got)
+	}
+	if _, err := c.P2P().Irecv(prev, 5, got); !errors.As(err, &pe) || pe.Rank != victim {
+		return fmt.Errorf("the old world's ordered channel after the shrink: want the death, got %v", err)
+	}
+	fmt.Printf("shrunk %d\n", sub.Size())
+	return sub.Close()
 }
 
 // scenarioAbort: one rank aborts while the others wait on it and on each
