@@ -126,54 +126,9 @@ func (w *world) watchLoop() {
 
 // check looks at every wait once.
 func (w *world) check(now time.Time) {
-	wd := &w.watch
-	wd.open = w.rec.Open(wd.open[:0])
 	timeout, report := positive(w.opts.Timeout), positive(w.opts.StallReport)
-	var oldest *flight.Op
-	for i := range wd.open {
-		op := &wd.open[i]
-		age := now.Sub(op.Start)
-		if oldest == nil || op.Start.Before(oldest.Start) {
-			oldest = op
-		}
-		if age > timeout && !wd.fired[op.ID] {
-			wd.fired[op.ID] = true
-			w.timeOut(op, age)
-		}
-	}
-	for id := range wd.fired {
-		if !openID(wd.open, id) {
-			delete(wd.fired, id)
-		}
-	}
-	ticks := uint64(timeout / wd.tick)
-	var stuck []string
-	stuckAge := time.Duration(0)
-	for _, p := range w.peers {
-		if p.self {
-			continue
-		}
-		cancelled := false
-		p.mu.Lock()
-		for h := p.live; h != nil; {
-			next := h.nextLive
-			if h.chKind == chanUser {
-				age := time.Duration(w.epoch.Load()-h.epoch) * wd.tick
-				if timeout != maxDuration && w.epoch.Load()-h.epoch > ticks {
-					h.cancelLocked(&TimeoutError{Rank: w.rank, What: h.describe(), Waited: age, Timeout: timeout})
-					cancelled = true
-				} else if age > report && len(stuck) < 4 {
-					stuck = append(stuck, fmt.Sprintf("%s (%s)", h.describe(), age))
-					stuckAge = max(stuckAge, age)
-				}
-			}
-			h = next
-		}
-		p.mu.Unlock()
-		if cancelled {
-			p.wake() // a receive given up may owe the peer a NACK
-		}
-	}
+	oldest := w.checkOps(now, timeout)
+	stuck, stuckAge := w.checkMessages(timeout, report)
 	if report == maxDuration {
 		return
 	}
@@ -185,6 +140,67 @@ func (w *world) check(now time.Time) {
 	default:
 		w.unstalled()
 	}
+}
+
+// checkOps times out the operations open longer than timeout, once each,
+// and returns the oldest one open, nil if none is.
+func (w *world) checkOps(now time.Time, timeout time.Duration) *flight.Op {
+	wd := &w.watch
+	wd.open = w.rec.Open(wd.open[:0])
+	var oldest *flight.Op
+	for i := range wd.open {
+		op := &wd.open[i]
+		if oldest == nil || op.Start.Before(oldest.Start) {
+			oldest = op
+		}
+		if age := now.Sub(op.Start); age > timeout && !wd.fired[op.ID] {
+			wd.fired[op.ID] = true
+			w.timeOut(op, age)
+		}
+	}
+	for id := range wd.fired {
+		if !openID(wd.open, id) {
+			delete(wd.fired, id)
+		}
+	}
+	return oldest
+}
+
+// checkMessages ends the point-to-point messages in flight longer than
+// timeout, and describes (a few of) those in flight longer than report,
+// with the age of the oldest.
+func (w *world) checkMessages(timeout, report time.Duration) ([]string, time.Duration) {
+	tick := w.watch.tick
+	epoch := w.epoch.Load()
+	var stuck []string
+	var oldest time.Duration
+	for _, p := range w.peers {
+		if p.self {
+			continue
+		}
+		cancelled := false
+		p.mu.Lock()
+		for h := p.live; h != nil; {
+			next := h.nextLive // cancelling may unlink h
+			if h.chKind == chanUser {
+				age := time.Duration(epoch-h.epoch) * tick
+				switch {
+				case timeout != maxDuration && epoch-h.epoch > uint64(timeout/tick):
+					h.cancelLocked(&TimeoutError{Rank: w.rank, What: h.describe(), Waited: age, Timeout: timeout})
+					cancelled = true
+				case age > report && len(stuck) < 4:
+					stuck = append(stuck, fmt.Sprintf("%s (%s)", h.describe(), age))
+					oldest = max(oldest, age)
+				}
+			}
+			h = next
+		}
+		p.mu.Unlock()
+		if cancelled {
+			p.wake() // a receive given up may owe the peer a NACK
+		}
+	}
+	return stuck, oldest
 }
 
 func openID(ops []flight.Op, id uint64) bool {

@@ -114,10 +114,13 @@ func TestWatchdogNamesTheRankThatHasNotEntered(t *testing.T) {
 	require.NotEmpty(t, notes, "a stall was reported")
 }
 
-// Every path from rank 1 to rank 0 stalls (the fault wrapper holds what
-// rank 1 posts) while rank 1 sends in an operation: the stall report
-// names the paths and their state. Once the paths move again the message
-// arrives whole.
+// Every path from rank 1 to rank 0 stalls while rank 1 sends in an
+// operation: the fault wrapper drops what rank 1 posts, and breaks the QP
+// each time (a held request would be delivered late by the reset, and
+// the message would get through). The stall report names the paths and
+// their state. Rank 1's control lanes go down with its paths, so once the
+// faults are lifted the message either arrives whole or fails naming the
+// peer, in bounded time.
 func TestStallReportNamesThePath(t *testing.T) {
 	var dev *fault.Device
 	comms := startComms(t, 2, TransportTCP, func(o *Options) {
@@ -128,8 +131,9 @@ func TestStallReportNamesThePath(t *testing.T) {
 	})
 	defer closeAll(t, comms)
 	msg := pattern(256<<10, 7)
-	exchange := func(seq uint64) {
-		onEach(t, comms, func(c *Comm) error {
+	exchange := func(seq uint64) []error {
+		errs := make([]error, 2)
+		onEachErr(comms, errs, func(c *Comm) error {
 			h := c.Recorder().Begin(&flight.Op{Comm: c.ID(), Seq: seq, Name: "Broadcast", Bytes: int64(len(msg))})
 			var err error
 			if c.Rank() == 1 {
@@ -152,21 +156,26 @@ func TestStallReportNamesThePath(t *testing.T) {
 			c.Recorder().End(h, err)
 			return err
 		})
+		return errs
 	}
-	exchange(0) // connects
+	for r, err := range exchange(0) { // connects
+		require.NoError(t, err, "rank %d", r)
+	}
 	for _, q := range dev.QPs() {
-		q.Inject(fault.Fault{Kind: fault.Stall})
+		q.Inject(fault.Fault{Kind: fault.Drop})
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		exchange(1)
-	}()
+	done := make(chan []error, 1)
+	go func() { done <- exchange(1) }()
 	var cause string
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(cause, "rank 1 waits in Broadcast #1 for rank 0 (to take what it sends, step 0; ") ||
 		!strings.Contains(cause, " path ") {
-		require.True(t, time.Now().Before(deadline), "no stall report named the paths; the last: %q", cause)
+		if time.Now().After(deadline) {
+			stalls, _ := comms[0].w.job.Notes(stallNote)
+			statuses, _ := comms[0].w.job.Notes(statusNote)
+			finished := len(done) > 0
+			t.Fatalf("no stall report named the paths; the last: %q; exchange finished: %v; stall notes %s; statuses %s", cause, finished, fmt.Sprint(stalls), fmt.Sprint(statuses))
+		}
 		time.Sleep(50 * time.Millisecond)
 		cause = comms[0].w.stallCause()
 	}
@@ -175,8 +184,14 @@ func TestStallReportNamesThePath(t *testing.T) {
 		q.Inject(fault.Fault{})
 	}
 	select {
-	case <-done:
+	case errs := <-done:
+		for r, err := range errs {
+			var pe *PeerError
+			if err != nil && (!errors.As(err, &pe) || pe.Rank != 1-r) {
+				t.Fatalf("rank %d: want the message or rank %d's failure, got %v", r, 1-r, err)
+			}
+		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("the message did not arrive once the paths moved again")
+		t.Fatal("the exchange did not end once the faults were lifted")
 	}
 }
