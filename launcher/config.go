@@ -99,6 +99,11 @@ type Config struct {
 	// MetricsPort, if set, makes local rank i serve Prometheus metrics on
 	// port MetricsPort+i.
 	MetricsPort int
+	// Elastic keeps the job going when a rank dies (is killed by a
+	// signal): the others may go on without it (comm.Comm.Shrink). Each
+	// death is said in one line. The job succeeds when every rank that did
+	// not die exits 0, and one at least did.
+	Elastic bool
 
 	// LogDir, if set, also receives each rank's output in rank.N.log.
 	LogDir string

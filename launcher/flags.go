@@ -67,6 +67,7 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 		"print what every rank does once a wait has lasted this long, then at doubling intervals; 0 for never (default 1m; sets RDMACELL_STALL_REPORT)")
 	fs.StringVar(&cfg.TraceDir, "trace-dir", "",
 		"ranks write their last operations to `DIR`/rank-N.json on failure, timeout, SIGUSR1 and exit; cellrun merges them into DIR/timeline.json (Perfetto) and DIR/timeline.svg")
+	fs.BoolVar(&cfg.Elastic, "elastic", false, "a rank that dies (killed by a signal) does not stop the others, which may go on without it (comm.Comm.Shrink)")
 	fs.IntVar(&cfg.MetricsPort, "metrics-port", 0, "local rank i serves Prometheus metrics on :`BASE`+i (sets RDMACELL_METRICS_ADDR)")
 	fs.StringVar(&cfg.LogDir, "log-dir", "", "also write each rank's output to `DIR`/rank.N.log")
 	fs.BoolVar(&cfg.NoPrefix, "no-prefix", false, "do not prefix output lines with \"[rank] \"")

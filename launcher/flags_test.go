@@ -82,7 +82,7 @@ func TestHelp(t *testing.T) {
 		n++
 		assert.Regexp(t, `(?m)^ +(-\w, )?--`+f.Name+`\b.*\S{3,}`, help, "flag --%s is listed with an explanation", f.Name)
 	})
-	assert.Equal(t, 30, n, "flags of cellrun")
+	assert.Equal(t, 31, n, "flags of cellrun")
 	assert.Contains(t, help, "Usage: cellrun [flags] PROGRAM [ARGS...]")
 	assert.Empty(t, p.stderr.all())
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,6 +45,11 @@ type job struct {
 	published chan struct{} // closed once the cause is told to the other nodes
 	killTimer *time.Timer
 	diag      *diagnosis // nil until etcd is up, or when nothing is followed
+	// With Config.Elastic, the deaths of ranks (their lines, the first
+	// one's code) and how many ranks exited 0.
+	lost      []string
+	lostCode  int
+	succeeded int
 	traceMu   sync.Mutex // one merge of the traces at a time
 }
 
@@ -208,6 +214,10 @@ func (j *job) supervise(r *rankProc) {
 	}
 	how, code, failed := exitOutcome(status)
 	j.log.Debug("rank ended", "rank", r.spec.rank, "pid", r.pid, "how", how)
+	if j.cfg.Elastic && (!failed || status.Signaled()) {
+		j.elasticEnd(r, how, code, failed)
+		return
+	}
 	if !failed {
 		return
 	}
@@ -242,4 +252,32 @@ func (j *job) release() {
 	j.stopKillTimer()
 	j.endStop()
 	j.endKill()
+}
+
+// elasticEnd is the end of a rank of an elastic job that exited 0 or
+// died: a death is said, and stops no one.
+func (j *job) elasticEnd(r *rankProc, how string, code int, failed bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !failed {
+		j.succeeded++
+		return
+	}
+	line := r.describe() + " " + how
+	if len(j.lost) == 0 {
+		j.lostCode = code
+	}
+	j.lost = append(j.lost, line)
+	j.console.write(j.console.stderr, []byte("cellrun: "+line+"; the others go on (--elastic)\n"))
+}
+
+// elasticOutcome makes the deaths of an elastic job its cause when no
+// rank finished.
+func (j *job) elasticOutcome() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.cfg.Elastic || len(j.lost) == 0 || j.succeeded > 0 || j.cause != nil {
+		return
+	}
+	j.cause = &cause{line: strings.Join(j.lost, "; "), code: j.lostCode, local: true}
 }

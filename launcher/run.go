@@ -136,6 +136,7 @@ func (j *job) run() (err error) {
 
 	j.spawn(prog.path, acc)
 	j.ranks.Wait()
+	j.elasticOutcome()
 	j.mergeTraces()
 	// Nothing is left to kill; a running grace period must not cut short
 	// the wait for the other nodes below.

@@ -36,6 +36,8 @@ func TestMain(m *testing.M) {
 		os.Exit(stallMain())
 	case roleTrace:
 		os.Exit(traceMain())
+	case roleShrink:
+		os.Exit(shrinkMain())
 	}
 	os.Exit(rankMain())
 }
