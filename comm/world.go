@@ -47,6 +47,8 @@ type world struct {
 	// what every connection posted, which it reads.
 	rec     *flight.Recorder
 	traffic driver.Counters
+	// metrics is the metrics endpoint, nil unless Options.MetricsAddr.
+	metrics *metricsServer
 
 	// life ends with Close; it stops the background goroutines.
 	life    context.Context
