@@ -204,6 +204,7 @@ func checkLabels(t *testing.T, fs families, rank int) {
 		require.True(t, math.IsInf(b[flight.NumBuckets-1].GetUpperBound(), 1))
 		require.Equal(t, m.GetHistogram().GetSampleCount(), b[flight.NumBuckets-1].GetCumulativeCount())
 	}
+	require.NotNil(t, fs["go_goroutines"], "the Go runtime's metrics are served too")
 	require.Equal(t, dto.MetricType_COUNTER, fs["rdmacell_path_bytes_total"].GetType())
 	require.Equal(t, dto.MetricType_GAUGE, fs["rdmacell_path_rtt_seconds"].GetType())
 }

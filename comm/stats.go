@@ -15,9 +15,10 @@ import (
 // communicator of a process shares the peers, the memory and the flight
 // recorder, so Stats of any of them returns the same.
 //
-// Counters (fields named ...Total in the metrics) only grow while the
-// process runs; the other numbers say how things stand at the time of
-// the snapshot.
+// Counts of events (messages, cells, bytes, tokens, give-ups, resets)
+// only grow while the process runs; the metrics serve them as counters.
+// The other numbers (RTTs, queue depths, states, memory) say how things
+// stand at the time of the snapshot.
 type Stats struct {
 	// Job, Rank and Host name this rank: its rank in the job (the world
 	// communicator) and the host name it registered with.
@@ -106,8 +107,11 @@ type LinkStats struct {
 	// TokensStale those that matched nothing outstanding; TokensSent
 	// counts the tokens this end sent for cells it received, Duplicates
 	// those for a cell seen before, NACKsSent its refusals.
-	TokensAccepted, TokensStale              uint64
-	TokensSent, Duplicates, NACKsSent        uint64
+	TokensAccepted, TokensStale       uint64
+	TokensSent, Duplicates, NACKsSent uint64
+	// RangesSent and RangesReceived count the ranges (a control slot, a
+	// message or a chunk of one) that moved whole, RangesFailed those
+	// that failed.
 	RangesSent, RangesReceived, RangesFailed uint64
 	// GiveUps counts paths given up (on a soft timeout or an error),
 	// Readmissions paths reset and usable again; ResetsStarted and

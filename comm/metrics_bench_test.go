@@ -1,0 +1,237 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/collectives"
+	"github.com/rdmacell/rdmacell/comm"
+)
+
+// BenchmarkAllReduceMetrics measures the cost of the metrics endpoint on
+// the 8-byte AllReduce of two ranks of this process. It starts three
+// jobs: "off" serves no metrics, "idle" serves them and is not scraped,
+// "scraped" serves them and both of its ranks are scraped every 100 ms
+// while its operations run, as a Prometheus server would. It times blocks
+// of operations on each in turn (off, idle, scraped, off, ...), so that
+// the machine's drift falls on all three alike, and reports for each the
+// median and the range of the blocks' time per operation, and the median
+// time a scrape took (ns/op is the median of "scraped"):
+//
+//	go test -run '^$' -bench AllReduceMetrics -v ./comm/
+//
+// Over shm the AllReduce goes through the memory the ranks share, over
+// tcp through cell connections.
+func BenchmarkAllReduceMetrics(b *testing.B) {
+	for _, tr := range []comm.Transport{comm.TransportShm, comm.TransportTCP} {
+		b.Run(string(tr), func(b *testing.B) {
+			jobs := []*benchJob{startBenchJob(b, tr, false), startBenchJob(b, tr, true), startBenchJob(b, tr, true)}
+			names := []string{"off", "idle", "scraped"}
+			for _, j := range jobs {
+				j.run(b, 100) // connections, the shared segment, warm caches
+			}
+			// Size the blocks to about blockTime.
+			ops := 100
+			for {
+				t0 := time.Now()
+				jobs[0].run(b, ops)
+				if d := time.Since(t0); d >= blockTime/8 {
+					ops = int(float64(ops) * float64(blockTime) / float64(d))
+					break
+				}
+				ops *= 2
+			}
+			per := make([][]float64, len(jobs))
+			for range b.N {
+				for range blockRounds {
+					for i, j := range jobs {
+						per[i] = append(per[i], j.block(b, ops, names[i] == "scraped"))
+					}
+				}
+			}
+			for k := range per[0] {
+				b.Logf("block %2d: off %9.0f, idle %9.0f, scraped %9.0f ns/op", k, per[0][k], per[1][k], per[2][k])
+			}
+			for i, name := range names {
+				b.ReportMetric(median(per[i]), name+"-ns/op")
+				b.ReportMetric(slices.Min(per[i]), name+"-min-ns/op")
+				b.ReportMetric(slices.Max(per[i]), name+"-max-ns/op")
+			}
+			b.ReportMetric(median(per[2]), "ns/op")
+			b.ReportMetric(median(per[2])/median(per[0]), "scraped/off")
+			b.ReportMetric(median(per[1])/median(per[0]), "idle/off")
+			b.ReportMetric(float64(ops), "ops/block")
+			sc := jobs[2]
+			b.ReportMetric(float64(len(sc.scrapeTimes)), "scrapes")
+			b.ReportMetric(median(sc.scrapeTimes)/1e3, "scrape-us")
+		})
+	}
+}
+
+// Blocks: their number per job and about how long each lasts.
+const (
+	blockRounds = 15
+	blockTime   = 500 * time.Millisecond
+)
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// benchJob is a job of two ranks of this process, each with a group.
+type benchJob struct {
+	comms  []*comm.Comm
+	groups []*collectives.Group
+	bufs   [][]float32
+	ctx    context.Context
+	// scrapeTimes are how long each scrape took, in nanoseconds.
+	scrapeTimes []float64
+}
+
+var benchJobs atomic.Int64
+
+func startBenchJob(b *testing.B, tr comm.Transport, metrics bool) *benchJob {
+	const world = 2
+	store := bootstrap.NewLocalStore()
+	b.Cleanup(func() { _ = store.Close() })
+	name := fmt.Sprintf("metrics-bench-%d-%d", os.Getpid(), benchJobs.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	b.Cleanup(cancel)
+	j := &benchJob{comms: make([]*comm.Comm, world), groups: make([]*collectives.Group, world), ctx: ctx}
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		j.bufs = append(j.bufs, make([]float32, 2))
+		wg.Go(func() {
+			o := comm.Options{Rank: r, WorldSize: world, Job: name, Store: store, Transport: tr,
+				Logger: slog.New(slog.DiscardHandler)}
+			if metrics {
+				o.MetricsAddr = "127.0.0.1:0"
+			}
+			if j.comms[r], errs[r] = comm.Init(ctx, o); errs[r] != nil {
+				return
+			}
+			j.groups[r], errs[r] = collectives.New(j.comms[r].P2P(), collectives.Options{})
+		})
+	}
+	wg.Wait()
+	b.Cleanup(func() {
+		for _, g := range j.groups {
+			if g != nil {
+				_ = g.Close()
+			}
+		}
+		var wg sync.WaitGroup
+		for _, c := range j.comms {
+			if c != nil {
+				wg.Go(func() { _ = c.Close() })
+			}
+		}
+		wg.Wait()
+	})
+	for r, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return j
+}
+
+// run does n AllReduces on every rank.
+func (j *benchJob) run(b *testing.B, n int) {
+	errs := make([]error, len(j.groups))
+	var wg sync.WaitGroup
+	for r, g := range j.groups {
+		wg.Go(func() {
+			for range n {
+				if err := collectives.AllReduce(j.ctx, g, j.bufs[r], j.bufs[r], collectives.Sum); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// block times n AllReduces, scraping every rank's metrics every 100 ms
+// meanwhile if scrape is set, and returns the time per operation.
+func (j *benchJob) block(b *testing.B, n int, scrape bool) float64 {
+	stop := make(chan struct{})
+	var scraper sync.WaitGroup
+	if scrape {
+		cl := &http.Client{Timeout: 10 * time.Second}
+		defer cl.CloseIdleConnections()
+		scraper.Go(func() {
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				for _, c := range j.comms {
+					t0 := time.Now()
+					resp, err := cl.Get("http://" + c.MetricsAddr() + "/metrics")
+					if err != nil {
+						b.Errorf("scrape %s: %v", c.MetricsAddr(), err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					j.scrapeTimes = append(j.scrapeTimes, float64(time.Since(t0).Nanoseconds()))
+				}
+			}
+		})
+	}
+	t0 := time.Now()
+	j.run(b, n)
+	d := time.Since(t0)
+	close(stop)
+	scraper.Wait()
+	return float64(d.Nanoseconds()) / float64(n)
+}
+
+// BenchmarkMetricsScrape measures one scrape of a rank of an idle job of
+// two ranks over tcp, connected: what a Prometheus server costs the rank
+// at each scrape, in time and allocations (both ends are in this process,
+// so the client's share is counted too).
+func BenchmarkMetricsScrape(b *testing.B) {
+	j := startBenchJob(b, comm.TransportTCP, true)
+	j.run(b, 10)
+	cl := &http.Client{Timeout: 10 * time.Second}
+	defer cl.CloseIdleConnections()
+	url := "http://" + j.comms[0].MetricsAddr() + "/metrics"
+	var size int64
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := cl.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	b.ReportMetric(float64(size), "body-bytes")
+}
