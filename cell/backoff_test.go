@@ -65,13 +65,17 @@ func TestSoftTimeoutBackoff(t *testing.T) {
 			for _, c := range f.Ends[0].ResetCauses {
 				require.ErrorIs(t, c, cell.ErrSoftTimeout)
 			}
-			// Every give-up was a soft timeout, counted on its path.
-			var giveUps, soft uint64
+			// Every give-up was a soft timeout, counted on its path, and
+			// every token on the path of the copy it acknowledged.
+			var giveUps, soft, tokens uint64
 			for q := range tc.paths {
 				giveUps, soft = giveUps+a.Path(q).GiveUps, soft+a.Path(q).SoftTimeouts
+				tokens += a.Path(q).Tokens
 			}
 			require.Equal(t, a.Stats().GiveUps, giveUps)
 			require.Equal(t, giveUps, soft)
+			require.Positive(t, tokens)
+			require.Equal(t, a.Stats().TokensAccepted, tokens)
 			for q := range tc.paths {
 				p := a.Path(q)
 				if p.Samples == 0 {

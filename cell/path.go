@@ -59,6 +59,8 @@ type PathInfo struct {
 	// CellsPosted and BytesPosted count every copy ever posted on the
 	// path, re-posts included.
 	CellsPosted, BytesPosted uint64
+	// Tokens counts the tokens that acknowledged copies posted on it.
+	Tokens uint64
 	// GiveUps counts the times the path was given up (a soft timeout, a
 	// NACK or error completion, a failure its peer reported), each of
 	// which started a reset; SoftTimeouts those given up because a cell
@@ -113,8 +115,8 @@ type path struct {
 	repost     []verbs.RecvWR
 	recvQueued int // receives of the current batch
 
-	cellsPosted, bytesPosted uint64
-	giveUps, softTimeouts    uint64
+	cellsPosted, bytesPosted      uint64
+	tokens, giveUps, softTimeouts uint64
 }
 
 // init makes p a new path, reusing the storage it has (Engine.Reset).
@@ -227,6 +229,7 @@ func (p *path) info() PathInfo {
 		Samples:      p.est.samples,
 		CellsPosted:  p.cellsPosted,
 		BytesPosted:  p.bytesPosted,
+		Tokens:       p.tokens,
 		GiveUps:      p.giveUps,
 		SoftTimeouts: p.softTimeouts,
 	}

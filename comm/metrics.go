@@ -233,6 +233,8 @@ var pathMetrics = []metric[PathStats]{
 		func(p *PathStats) float64 { return f64u(p.CellsPosted) }),
 	counter("path_bytes_total", "Bytes posted on the path, re-posts included.", pathLabels,
 		func(p *PathStats) float64 { return f64u(p.BytesPosted) }),
+	counter("path_tokens_total", "Tokens that acknowledged cells posted on the path.", pathLabels,
+		func(p *PathStats) float64 { return f64u(p.Tokens) }),
 	counter("path_give_ups_total", "Times the path was given up (soft timeout, error, peer's request).", pathLabels,
 		func(p *PathStats) float64 { return f64u(p.GiveUps) }),
 	counter("path_soft_timeouts_total", "Times the path was given up and demoted because a cell waited past T_soft.", pathLabels,

@@ -127,6 +127,7 @@ func TestProcessMetrics(t *testing.T) {
 		require.GreaterOrEqual(t, after-before, 1000.0*64)
 		require.Greater(t, second.sum("rdmacell_traffic_bytes_total", nil), first[i].sum("rdmacell_traffic_bytes_total", nil))
 		require.Greater(t, second.sum("rdmacell_link_tokens_total", nil), first[i].sum("rdmacell_link_tokens_total", nil))
+		require.Greater(t, second.sum("rdmacell_path_tokens_total", nil), first[i].sum("rdmacell_path_tokens_total", nil))
 		// Each path is in exactly one state.
 		inState := map[string]float64{}
 		for _, m := range second["rdmacell_path_state"].GetMetric() {
@@ -162,6 +163,7 @@ var wantLabels = map[string][]string{
 	"rdmacell_path_soft_timeout_seconds": {"link", "path", "peer", "rank"},
 	"rdmacell_path_soft_timeouts_total":  {"link", "path", "peer", "rank"},
 	"rdmacell_path_give_ups_total":       {"link", "path", "peer", "rank"},
+	"rdmacell_path_tokens_total":         {"link", "path", "peer", "rank"},
 	"rdmacell_path_resets_total":         {"link", "path", "peer", "rank"},
 	"rdmacell_path_state":                {"link", "path", "peer", "rank", "state"},
 	"rdmacell_traffic_bytes_total":       {"path", "rank"},

@@ -147,6 +147,8 @@ type PathStats struct {
 	// CellsPosted and BytesPosted count every copy posted on the path,
 	// re-posts included.
 	CellsPosted, BytesPosted uint64
+	// Tokens counts the tokens that acknowledged copies posted on it.
+	Tokens uint64
 	// GiveUps counts the times the path was given up, SoftTimeouts those
 	// because a cell waited past T_soft (the path was slow, and demoted
 	// until reset); Resets counts its resets (completed or started over:
@@ -308,7 +310,7 @@ func pathStats(i int, p driver.PathStats) PathStats {
 	}
 	return PathStats{
 		Index: i, State: state,
-		CellsPosted: p.CellsPosted, BytesPosted: p.BytesPosted,
+		CellsPosted: p.CellsPosted, BytesPosted: p.BytesPosted, Tokens: p.Tokens,
 		GiveUps: p.GiveUps, SoftTimeouts: p.SoftTimeouts, Resets: uint64(p.Gen),
 		SRTT: p.SRTT, RTTVar: p.RTTVar, SoftTimeout: p.SoftTimeout, Delay: p.Delay, Samples: p.Samples,
 		Bandwidth:        p.Bandwidth,

@@ -132,6 +132,13 @@ func TestStatsAfterKnownTraffic(t *testing.T) {
 				}
 				require.Equal(t, l.GiveUps, giveUps, "link %s", l.Name)
 			}
+			for _, l := range pa.Links {
+				var tokens uint64
+				for _, p := range l.Paths {
+					tokens += p.Tokens
+				}
+				require.Equal(t, l.TokensAccepted, tokens, "link %s: every token is counted on its path", l.Name)
+			}
 			bulk := pa.Links[1]
 			require.Positive(t, bulk.TokensAccepted)
 			require.GreaterOrEqual(t, bulk.CellsPosted, uint64(large/stageChunk+1), "the large message went on the bulk link")
