@@ -361,3 +361,18 @@ func listeningSockets(t *testing.T) int {
 	}
 	return n
 }
+
+// An Init that fails after listening (here the other rank never comes)
+// closes the listener: nothing is left listening.
+func TestMetricsClosedWhenInitFails(t *testing.T) {
+	base := listeningSockets(t)
+	store := bootstrap.NewLocalStore()
+	defer store.Close()
+	o := localOptions(store, jobID(t), 0, 2, TransportShm)
+	o.MetricsAddr = "127.0.0.1:0"
+	o.RendezvousTimeout = 500 * time.Millisecond
+	c, err := Init(bounded(t), o)
+	require.Nil(t, c)
+	require.Error(t, err)
+	require.Equal(t, base, listeningSockets(t))
+}
