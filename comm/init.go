@@ -83,9 +83,6 @@ func overlay(env, o Options) Options {
 	if o.CloseTimeout != 0 {
 		env.CloseTimeout = o.CloseTimeout
 	}
-	if o.MetricsAddr != "" {
-		env.MetricsAddr = o.MetricsAddr
-	}
 	if o.IBV != (ibv.Options{}) {
 		env.IBV = o.IBV
 	}
