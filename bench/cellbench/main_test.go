@@ -118,7 +118,7 @@ func runBenchUnder(t *testing.T, launch []string, args ...string) []string {
 // link, path, state, cells, bytes, RTT, T_soft, give-ups, soft timeouts,
 // resets.
 var pathRowPattern = regexp.MustCompile(`^\[0\]\s+(\d+)\s+(\d+)\s+(\S+)\s+(control|bulk)\s+(\d+)\s+(up|down|resetting|dead)` +
-	`\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
+	`\s+(\d+)\s+(\d+)\s+([\d.]+|-)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
 
 // With --paths-report, rank 0 prints after the table a row for every
 // path of both ranks' connections, over tcp with two paths per peer: each
@@ -143,6 +143,9 @@ func TestPathsReport(t *testing.T) {
 		cells, n := atoi(t, m[7]), atoi(t, m[8])
 		if n > 0 {
 			assert.Positive(t, cells, "row %q: bytes without cells", l)
+		}
+		if cells == 0 {
+			assert.Equal(t, "-", m[9], "row %q: an RTT without a sample", l)
 		}
 		assert.LessOrEqual(t, atoi(t, m[12]), atoi(t, m[11]), "row %q: soft timeouts are give-ups", l)
 		bytes[rank] += int64(n)

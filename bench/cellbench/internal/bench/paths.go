@@ -54,7 +54,7 @@ func (b *bencher) pathsReport() error {
 }
 
 func printPathsHeader(w io.Writer) {
-	fmt.Fprintln(w, "# Paths: cells and bytes posted, RTT and T_soft now, give-ups (soft timeouts among them) and resets")
+	fmt.Fprintln(w, "# Paths: cells and bytes posted, RTT (- before a sample) and T_soft now, give-ups (soft timeouts among them) and resets")
 	fmt.Fprintf(w, "#%5s  %4s  %9s  %7s  %4s  %9s  %10s  %14s  %9s  %9s  %8s  %8s  %6s\n",
 		"rank", "peer", "transport", "link", "path", "state", "cells", "bytes", "rtt(us)", "tsoft(us)", "give-ups", "soft-to", "resets")
 }
@@ -68,7 +68,7 @@ func writePathRows(w io.Writer, s comm.Stats) {
 			for _, q := range l.Paths {
 				fmt.Fprintf(w, "%6d  %4d  %9s  %7s  %4d  %9s  %10d  %14d  %9s  %9s  %8d  %8d  %6d\n",
 					s.Rank, p.Rank, p.Transport, l.Name, q.Index, q.State, q.CellsPosted, q.BytesPosted,
-					micros(q.SRTT), micros(q.SoftTimeout), q.GiveUps, q.SoftTimeouts, q.Resets)
+					rtt(q), micros(q.SoftTimeout), q.GiveUps, q.SoftTimeouts, q.Resets)
 				rows++
 			}
 		}
@@ -76,6 +76,15 @@ func writePathRows(w io.Writer, s comm.Stats) {
 	if rows == 0 {
 		fmt.Fprintf(w, "# rank %d connected to no peer\n", s.Rank)
 	}
+}
+
+// rtt is the path's smoothed RTT, "-" before its first sample: until
+// then it is only the configured initial RTT.
+func rtt(q comm.PathStats) string {
+	if q.Samples == 0 {
+		return "-"
+	}
+	return micros(q.SRTT)
 }
 
 func micros(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Microsecond)) }
