@@ -24,8 +24,12 @@ import (
 // option opens no socket for them. Every metric has the label rank (in
 // the job); the others are peer (a rank of the job), link ("control" or
 // "bulk"), path (its index in the link), op and size (an operation and
-// its size class, see flight.SizeClassName). The Go runtime's and the
-// process's own metrics (go_*, process_*) are served beside them.
+// its size class, see flight.SizeClassName). The Go runtime's metrics
+// (go_*) are served beside them. The process collector (process_*) is
+// not, and the text is not compressed: each cost a scrape more CPU than
+// the rank's own metrics (bench/metrics-cost.md), which a rank spinning on
+// a processor it shares pays for; a node exporter has the process's
+// numbers.
 
 // metricsShutdown bounds how long Close waits for scrapes under way.
 const metricsShutdown = time.Second
@@ -59,11 +63,9 @@ func (w *world) serveMetrics() {
 		return
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatsCollector(w),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(newStatsCollector(w), collectors.NewGoCollector())
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true}))
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	m.done = make(chan struct{})
 	go func() {
