@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -22,8 +23,9 @@ import (
 // the 8-byte AllReduce of two ranks of this process. It starts three
 // jobs: "off" serves no metrics, "idle" serves them and is not scraped,
 // "scraped" serves them and both of its ranks are scraped every 100 ms
-// while its operations run, as a Prometheus server would. It times blocks
-// of operations on each in turn (off, idle, scraped, off, ...), so that
+// while its operations run, as a Prometheus server would. It runs blocks
+// of half a second of back-to-back operations on each job in turn (off,
+// idle, scraped, off, ...), so that
 // the machine's drift falls on all three alike, and reports for each the
 // median and the range of the blocks' time per operation, and the median
 // time a scrape took (ns/op is the median of "scraped"):
@@ -40,24 +42,11 @@ func BenchmarkAllReduceMetrics(b *testing.B) {
 			for _, j := range jobs {
 				j.run(b, 100) // connections, the shared segment, warm caches
 			}
-			// Size the blocks to about blockTime, by the fastest of three
-			// timings: a load spike during one must not make the blocks
-			// too short to see a scrape.
-			ops := 100
-			for {
-				d := timeRun(b, jobs[0], ops)
-				if d >= blockTime/8 {
-					d = min(d, timeRun(b, jobs[0], ops), timeRun(b, jobs[0], ops))
-					ops = int(float64(ops) * float64(blockTime) / float64(d))
-					break
-				}
-				ops *= 2
-			}
 			per := make([][]float64, len(jobs))
 			for range b.N {
 				for range blockRounds {
 					for i, j := range jobs {
-						per[i] = append(per[i], j.block(b, ops, names[i] == "scraped"))
+						per[i] = append(per[i], j.block(b, names[i] == "scraped"))
 					}
 				}
 			}
@@ -72,21 +61,16 @@ func BenchmarkAllReduceMetrics(b *testing.B) {
 			b.ReportMetric(median(per[2]), "ns/op")
 			b.ReportMetric(median(per[2])/median(per[0]), "scraped/off")
 			b.ReportMetric(median(per[1])/median(per[0]), "idle/off")
-			b.ReportMetric(float64(ops), "ops/block")
 			sc := jobs[2]
 			b.ReportMetric(float64(len(sc.scrapeTimes)), "scrapes")
-			b.ReportMetric(median(sc.scrapeTimes)/1e3, "scrape-us")
+			if len(sc.scrapeTimes) > 0 {
+				b.ReportMetric(median(sc.scrapeTimes)/1e3, "scrape-us")
+			}
 		})
 	}
 }
 
-func timeRun(b *testing.B, j *benchJob, n int) time.Duration {
-	t0 := time.Now()
-	j.run(b, n)
-	return time.Since(t0)
-}
-
-// Blocks: their number per job and about how long each lasts.
+// Blocks: their number per job and how long each lasts.
 const (
 	blockRounds = 15
 	blockTime   = 500 * time.Millisecond
@@ -182,9 +166,10 @@ func (j *benchJob) run(b *testing.B, n int) {
 	}
 }
 
-// block times n AllReduces, scraping every rank's metrics every 100 ms
-// meanwhile if scrape is set, and returns the time per operation.
-func (j *benchJob) block(b *testing.B, n int, scrape bool) float64 {
+// block runs AllReduces for blockTime, scraping every rank's metrics
+// every 100 ms meanwhile if scrape is set, and returns the time per
+// operation.
+func (j *benchJob) block(b *testing.B, scrape bool) float64 {
 	stop := make(chan struct{})
 	var scraper sync.WaitGroup
 	if scrape {
@@ -213,33 +198,53 @@ func (j *benchJob) block(b *testing.B, n int, scrape bool) float64 {
 			}
 		})
 	}
-	t0 := time.Now()
-	j.run(b, n)
-	d := time.Since(t0)
+	n, d := j.runFor(b, blockTime)
 	close(stop)
 	scraper.Wait()
 	return float64(d.Nanoseconds()) / float64(n)
 }
 
-// BenchmarkMetricsScrape measures one scrape of a rank of an idle job of
-// two ranks over tcp, connected: what a Prometheus server costs the rank
-// at each scrape, in time and allocations (both ends are in this process,
-// so the client's share is counted too).
-func BenchmarkMetricsScrape(b *testing.B) {
-	j := startBenchJob(b, comm.TransportTCP, true)
-	j.run(b, 10)
-	cl := &http.Client{Timeout: 10 * time.Second}
-	defer cl.CloseIdleConnections()
-	url := "http://" + j.comms[0].MetricsAddr() + "/metrics"
-	var size int64
-	b.ReportAllocs()
-	for b.Loop() {
-		resp, err := cl.Get(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		size, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+// runFor does AllReduces on every rank until d has passed and returns
+// how many and how long they took. Rank 0 looks at the clock every 64
+// operations; once d has passed it sets the limit to the operation it is
+// about to start, plus one. No rank can have started a later one (each
+// needs rank 0's part of the one before), so every rank stops at the
+// same count.
+func (j *benchJob) runFor(b *testing.B, d time.Duration) (int, time.Duration) {
+	var limit atomic.Int64
+	limit.Store(math.MaxInt64)
+	counts := make([]int, len(j.groups))
+	errs := make([]error, len(j.groups))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for r, g := range j.groups {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				if r == 0 && i%64 == 0 && time.Since(start) >= d {
+					limit.CompareAndSwap(math.MaxInt64, int64(i+1))
+				}
+				if int64(i) >= limit.Load() {
+					counts[r] = i
+					return
+				}
+				if err := collectives.AllReduce(j.ctx, g, j.bufs[r], j.bufs[r], collectives.Sum); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+		})
 	}
-	b.ReportMetric(float64(size), "body-bytes")
+	wg.Wait()
+	elapsed := time.Since(start)
+	for r, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r, n := range counts {
+		if n != counts[0] {
+			b.Fatalf("rank %d did %d operations, rank 0 %d", r, n, counts[0])
+		}
+	}
+	return counts[0], elapsed
 }
