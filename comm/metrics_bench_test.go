@@ -20,15 +20,16 @@ import (
 )
 
 // BenchmarkAllReduceMetrics measures the cost of the metrics endpoint on
-// the 8-byte AllReduce of two ranks of this process. It starts three
-// jobs: "off" serves no metrics, "idle" serves them and is not scraped,
+// the 8-byte AllReduce of two ranks of this process, in three forms:
+// "off" serves no metrics, "idle" serves them and is not scraped,
 // "scraped" serves them and both of its ranks are scraped every 100 ms
 // while its operations run, as a Prometheus server would. It runs blocks
-// of half a second of back-to-back operations on each job in turn (off,
-// idle, scraped, off, ...), so that
-// the machine's drift falls on all three alike, and reports for each the
-// median and the range of the blocks' time per operation, and the median
-// time a scrape took (ns/op is the median of "scraped"):
+// of half a second of back-to-back operations, off, idle, scraped, off,
+// ..., each on a job of its own, so that the machine's drift and where a
+// job's memory and goroutines land fall on all three alike, and reports
+// for each form the median and the range of the blocks' time per
+// operation, and the median time a scrape took (ns/op is the median of
+// "scraped"):
 //
 //	go test -run '^$' -bench AllReduceMetrics -v ./comm/
 //
@@ -37,16 +38,21 @@ import (
 func BenchmarkAllReduceMetrics(b *testing.B) {
 	for _, tr := range []comm.Transport{comm.TransportShm, comm.TransportTCP} {
 		b.Run(string(tr), func(b *testing.B) {
-			jobs := []*benchJob{startBenchJob(b, tr, false), startBenchJob(b, tr, true), startBenchJob(b, tr, true)}
 			names := []string{"off", "idle", "scraped"}
-			for _, j := range jobs {
-				j.run(b, 100) // connections, the shared segment, warm caches
-			}
-			per := make([][]float64, len(jobs))
+			per := make([][]float64, len(names))
+			var scrapes []float64
 			for range b.N {
 				for range blockRounds {
-					for i, j := range jobs {
-						per[i] = append(per[i], j.block(b, names[i] == "scraped"))
+					for i, name := range names {
+						// A job of its own for every block: where its
+						// memory and goroutines land differs from job
+						// to job, and must fall on all three alike.
+						j := startBenchJob(b, tr, name != "off")
+						j.run(b, 100) // connections, the shared segment, warm caches
+						t, sc := j.block(b, name == "scraped")
+						j.close()
+						per[i] = append(per[i], t)
+						scrapes = append(scrapes, sc...)
 					}
 				}
 			}
@@ -61,10 +67,9 @@ func BenchmarkAllReduceMetrics(b *testing.B) {
 			b.ReportMetric(median(per[2]), "ns/op")
 			b.ReportMetric(median(per[2])/median(per[0]), "scraped/off")
 			b.ReportMetric(median(per[1])/median(per[0]), "idle/off")
-			sc := jobs[2]
-			b.ReportMetric(float64(len(sc.scrapeTimes)), "scrapes")
-			if len(sc.scrapeTimes) > 0 {
-				b.ReportMetric(median(sc.scrapeTimes)/1e3, "scrape-us")
+			b.ReportMetric(float64(len(scrapes)), "scrapes")
+			if len(scrapes) > 0 {
+				b.ReportMetric(median(scrapes)/1e3, "scrape-us")
 			}
 		})
 	}
@@ -91,8 +96,7 @@ type benchJob struct {
 	groups []*collectives.Group
 	bufs   [][]float32
 	ctx    context.Context
-	// scrapeTimes are how long each scrape took, in nanoseconds.
-	scrapeTimes []float64
+	close  func()
 }
 
 var benchJobs atomic.Int64
@@ -100,10 +104,8 @@ var benchJobs atomic.Int64
 func startBenchJob(b *testing.B, tr comm.Transport, metrics bool) *benchJob {
 	const world = 2
 	store := bootstrap.NewLocalStore()
-	b.Cleanup(func() { _ = store.Close() })
 	name := fmt.Sprintf("metrics-bench-%d-%d", os.Getpid(), benchJobs.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	b.Cleanup(cancel)
 	j := &benchJob{comms: make([]*comm.Comm, world), groups: make([]*collectives.Group, world), ctx: ctx}
 	errs := make([]error, world)
 	var wg sync.WaitGroup
@@ -122,20 +124,26 @@ func startBenchJob(b *testing.B, tr comm.Transport, metrics bool) *benchJob {
 		})
 	}
 	wg.Wait()
-	b.Cleanup(func() {
-		for _, g := range j.groups {
-			if g != nil {
-				_ = g.Close()
+	var once sync.Once
+	j.close = func() {
+		once.Do(func() {
+			for _, g := range j.groups {
+				if g != nil {
+					_ = g.Close()
+				}
 			}
-		}
-		var wg sync.WaitGroup
-		for _, c := range j.comms {
-			if c != nil {
-				wg.Go(func() { _ = c.Close() })
+			var wg sync.WaitGroup
+			for _, c := range j.comms {
+				if c != nil {
+					wg.Go(func() { _ = c.Close() })
+				}
 			}
-		}
-		wg.Wait()
-	})
+			wg.Wait()
+			cancel()
+			_ = store.Close()
+		})
+	}
+	b.Cleanup(j.close)
 	for r, err := range errs {
 		if err != nil {
 			b.Fatalf("rank %d: %v", r, err)
@@ -168,8 +176,9 @@ func (j *benchJob) run(b *testing.B, n int) {
 
 // block runs AllReduces for blockTime, scraping every rank's metrics
 // every 100 ms meanwhile if scrape is set, and returns the time per
-// operation.
-func (j *benchJob) block(b *testing.B, scrape bool) float64 {
+// operation and how long each scrape took, in nanoseconds.
+func (j *benchJob) block(b *testing.B, scrape bool) (float64, []float64) {
+	var scrapes []float64
 	stop := make(chan struct{})
 	var scraper sync.WaitGroup
 	if scrape {
@@ -193,7 +202,7 @@ func (j *benchJob) block(b *testing.B, scrape bool) float64 {
 					}
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
-					j.scrapeTimes = append(j.scrapeTimes, float64(time.Since(t0).Nanoseconds()))
+					scrapes = append(scrapes, float64(time.Since(t0).Nanoseconds()))
 				}
 			}
 		})
@@ -201,7 +210,7 @@ func (j *benchJob) block(b *testing.B, scrape bool) float64 {
 	n, d := j.runFor(b, blockTime)
 	close(stop)
 	scraper.Wait()
-	return float64(d.Nanoseconds()) / float64(n)
+	return float64(d.Nanoseconds()) / float64(n), scrapes
 }
 
 // runFor does AllReduces on every rank until d has passed and returns
