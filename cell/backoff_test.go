@@ -65,6 +65,17 @@ func TestSoftTimeoutBackoff(t *testing.T) {
 			for _, c := range f.Ends[0].ResetCauses {
 				require.ErrorIs(t, c, cell.ErrSoftTimeout)
 			}
+			// Every give-up was a soft timeout, counted on its path, and
+			// every token on the path of the copy it acknowledged.
+			var giveUps, soft, tokens uint64
+			for q := range tc.paths {
+				giveUps, soft = giveUps+a.Path(q).GiveUps, soft+a.Path(q).SoftTimeouts
+				tokens += a.Path(q).Tokens
+			}
+			require.Equal(t, a.Stats().GiveUps, giveUps)
+			require.Equal(t, giveUps, soft)
+			require.Positive(t, tokens)
+			require.Equal(t, a.Stats().TokensAccepted, tokens)
 			for q := range tc.paths {
 				p := a.Path(q)
 				if p.Samples == 0 {
@@ -101,6 +112,9 @@ func TestSoftTimeoutBackoffIsPerCell(t *testing.T) {
 	a := f.Ends[0]
 	require.Equal(t, uint64(1), a.Engine.Stats().GiveUps, "the re-post had twice the time")
 	first := a.Posts[0].Path
+	require.Equal(t, uint64(1), a.Engine.Path(first).SoftTimeouts)
+	require.Equal(t, uint64(1), a.Engine.Path(first).GiveUps)
+	require.Zero(t, a.Engine.Path(1-first).GiveUps, "the other path was never given up")
 
 	// The next cell goes to the same path (ECMP) and is held again: it is
 	// fresh, so it is given up at the floor, not at twice it.
@@ -116,6 +130,7 @@ func TestSoftTimeoutBackoffIsPerCell(t *testing.T) {
 	requireDelivered(t, f)
 	require.Equal(t, uint64(2), a.Engine.Stats().GiveUps)
 	require.Equal(t, first, a.Posts[2].Path)
+	require.Equal(t, uint64(2), a.Engine.Path(first).SoftTimeouts, "a path's counts survive its re-admission")
 	cause := a.ResetCauses[len(a.ResetCauses)-1]
 	require.ErrorIs(t, cause, cell.ErrSoftTimeout)
 	require.Contains(t, cause.Error(), "no token for 100µs, T_soft 100µs, 1× for this cell")

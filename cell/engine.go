@@ -386,6 +386,7 @@ func (e *Engine) Tick(now int64) {
 		// clock stays as it is, so that a path that is dead, not slow,
 		// is still found out by the next fresh cell within T_soft.
 		bumpBackoff(&e.snd.tq.at(c.id).timeouts, e.cfg.MaxSoftBackoff)
+		p.softTimeouts++
 		e.giveUp(p, err)
 		if e.err != nil {
 			return
@@ -401,6 +402,7 @@ func (e *Engine) giveUp(p *path, cause error) {
 	}
 	e.isolate(p, cause)
 	e.stats.GiveUps++
+	p.giveUps++
 	e.askReset(p, cause)
 	// Even the last path up is only being reset, not lost: a stall of the
 	// whole host (a pause, a slow first write into fresh memory) times

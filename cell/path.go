@@ -59,6 +59,14 @@ type PathInfo struct {
 	// CellsPosted and BytesPosted count every copy ever posted on the
 	// path, re-posts included.
 	CellsPosted, BytesPosted uint64
+	// Tokens counts the tokens that acknowledged copies posted on it.
+	Tokens uint64
+	// GiveUps counts the times the path was given up (a soft timeout, a
+	// NACK or error completion, a failure its peer reported), each of
+	// which started a reset; SoftTimeouts those given up because a cell
+	// waited past T_soft: a path slow rather than broken, demoted until
+	// it is re-admitted.
+	GiveUps, SoftTimeouts uint64
 }
 
 // copyRec is one copy of a cell posted on a path.
@@ -107,7 +115,8 @@ type path struct {
 	repost     []verbs.RecvWR
 	recvQueued int // receives of the current batch
 
-	cellsPosted, bytesPosted uint64
+	cellsPosted, bytesPosted      uint64
+	tokens, giveUps, softTimeouts uint64
 }
 
 // init makes p a new path, reusing the storage it has (Engine.Reset).
@@ -208,18 +217,21 @@ func (p *path) refillChain() *verbs.RecvWR {
 
 func (p *path) info() PathInfo {
 	return PathInfo{
-		State:       p.state,
-		Credits:     p.credits,
-		Cells:       p.n,
-		Bytes:       p.bytes,
-		SRTT:        time.Duration(p.est.srtt),
-		RTTVar:      time.Duration(p.est.rttvar),
-		SoftTimeout: time.Duration(p.est.softTimeout()),
-		Delay:       time.Duration(p.est.delay),
-		Bandwidth:   p.est.bw,
-		Samples:     p.est.samples,
-		CellsPosted: p.cellsPosted,
-		BytesPosted: p.bytesPosted,
+		State:        p.state,
+		Credits:      p.credits,
+		Cells:        p.n,
+		Bytes:        p.bytes,
+		SRTT:         time.Duration(p.est.srtt),
+		RTTVar:       time.Duration(p.est.rttvar),
+		SoftTimeout:  time.Duration(p.est.softTimeout()),
+		Delay:        time.Duration(p.est.delay),
+		Bandwidth:    p.est.bw,
+		Samples:      p.est.samples,
+		CellsPosted:  p.cellsPosted,
+		BytesPosted:  p.bytesPosted,
+		Tokens:       p.tokens,
+		GiveUps:      p.giveUps,
+		SoftTimeouts: p.softTimeouts,
 	}
 }
 

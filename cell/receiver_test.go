@@ -117,6 +117,8 @@ func TestFailedCompletionGivesPathUp(t *testing.T) {
 	require.ErrorAs(t, rd.Resets[0].Cause, &wce)
 	require.Equal(t, verbs.StatusRetryExceeded, wce.WC.Status)
 	require.Equal(t, cell.PathDown, e.Path(0).State)
+	require.Equal(t, uint64(1), e.Path(0).GiveUps)
+	require.Zero(t, e.Path(0).SoftTimeouts, "given up for an error, not a timeout")
 	require.Empty(t, rd.Posts, "no cell of a tailed range goes twice before the receiver holds it")
 	require.Equal(t, []cell.HoldWrite{{Path: 1, Slot: 0, Hold: cell.Hold{Seq: 0, Path: 1}}}, rd.Holds)
 	e.HoldAck(20, cell.HoldAck{Seq: 0})

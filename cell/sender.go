@@ -149,6 +149,7 @@ func (e *Engine) Token(now int64, t Token) {
 		return
 	}
 	e.stats.TokensAccepted++
+	p.tokens++
 	nack := t.Status == TokenNACK
 	start := max(p.at(0).sentAt, p.progress)
 	var bytes int64

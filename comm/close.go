@@ -58,6 +58,7 @@ func (w *world) goodbye(closed error) {
 // job membership. It is also how a failed Init cleans up.
 func (w *world) release(cause error) error {
 	w.quiet.Store(true)
+	w.stopMetrics()
 	var errs []error
 	for _, p := range w.peers {
 		p.mu.Lock()

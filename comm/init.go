@@ -32,6 +32,9 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		return nil, err
 	}
 	w := newWorld(opts, newLogger(opts.Logger, opts.Debug))
+	if err := w.listenMetrics(); err != nil {
+		return nil, fmt.Errorf("comm: rank %d of job %q: init: %w", opts.Rank, opts.Job, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, opts.RendezvousTimeout)
 	defer cancel()
 	if err := w.start(ctx); err != nil {
@@ -39,6 +42,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		_ = w.release(err)
 		return nil, fmt.Errorf("comm: rank %d of job %q: init: %w", opts.Rank, opts.Job, err)
 	}
+	w.serveMetrics()
 	w.log.Debug("communicator ready", "world_size", w.size, "host", w.host,
 		"local_rank", w.localRank, "local_size", w.localSize)
 	return w.comm, nil

@@ -21,6 +21,8 @@ type link interface {
 	err() error
 	// progress tells how the link's progress goroutine waits.
 	progress() linkProgress
+	// stats is a snapshot of the link's counters and paths, Name unset.
+	stats() LinkStats
 }
 
 // linkProgress is how a link's progress goroutine waits: Parked says it is

@@ -32,6 +32,8 @@ type peer struct {
 	// completed range, a post or a failure wakes it, so an idle
 	// communicator's count stands still (see TestIdleParks).
 	wakes atomic.Uint64
+	// counts are the messages completed with the peer, for Stats.
+	counts peerCounts
 
 	mu sync.Mutex
 	// err fails every operation that involves the peer.

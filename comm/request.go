@@ -126,6 +126,9 @@ func (h *Handle) finishLocked(n int, err error) {
 		delete(h.p.tx, h.id)
 	}
 	h.n, h.err = n, err
+	if err == nil {
+		h.p.counts.done(h.send, n)
+	}
 	h.state.Store(1)
 	h.signal()
 }

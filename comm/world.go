@@ -42,6 +42,8 @@ type world struct {
 	recvStage stagePool
 	peers     []*peer
 	comm      *Comm // the world communicator
+	// metrics is the metrics endpoint, nil unless Options.MetricsAddr.
+	metrics *metricsServer
 
 	// rec is the flight recorder of the process's operations; traffic
 	// what every connection posted, which it reads.

@@ -76,6 +76,7 @@ func parse(args []string) (bench.Config, error) {
 	fs.IntVar(&cfg.Run, "run", 1, "run index `N` in the CSV")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write each rank's CPU profile to `FILE`.RANK")
 	fs.DurationVar(&cfg.Idle, "idle", 0, "after the sizes, measure the CPU an idle communicator uses over `D`")
+	fs.BoolVar(&cfg.PathsReport, "paths-report", false, "at the end, print every rank's cells, bytes, RTT, T_soft, give-ups and resets per peer and path")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fs.Usage()
 		if len(args) == 0 {

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +78,7 @@ func TestCollectivesCorrect(t *testing.T) {
 			}
 			assert.NotEmpty(t, sizes, "no table rows in:\n%s", strings.Join(lines, "\n"))
 			assert.Contains(t, lines, "[0] # Out of bounds values : 0 OK")
+			assert.NotContains(t, strings.Join(lines, "\n"), "# Paths", "no paths report unless asked for")
 
 			var rows []bench.Row
 			data, err := os.ReadFile(jsonFile)
@@ -97,11 +100,75 @@ func TestCollectivesCorrect(t *testing.T) {
 // runBench runs cellbench under cellrun with two ranks, over the default
 // transport (shared memory on one host), and returns its output's lines.
 func runBench(t *testing.T, args ...string) []string {
+	return runBenchUnder(t, nil, args...)
+}
+
+// runBenchUnder is runBench with cellrun's flags launch.
+func runBenchUnder(t *testing.T, launch []string, args ...string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "cellrun"),
-		append([]string{"-n", "2", filepath.Join(binDir, "cellbench")}, args...)...)
+		slices.Concat([]string{"-n", "2"}, launch, []string{filepath.Join(binDir, "cellbench")}, args)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "cellbench %v:\n%s", args, out)
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// pathRowPattern is a row of the paths report: rank, peer, transport,
+// link, path, state, cells, bytes, RTT, T_soft, give-ups, soft timeouts,
+// resets.
+var pathRowPattern = regexp.MustCompile(`^\[0\]\s+(\d+)\s+(\d+)\s+(\S+)\s+(control|bulk)\s+(\d+)\s+(up|down|resetting|dead)` +
+	`\s+(\d+)\s+(\d+)\s+([\d.]+|-)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
+
+// With --paths-report, rank 0 prints after the table a row for every
+// path of both ranks' connections, over tcp with two paths per peer: each
+// rank's peer is the other, both links have both paths, and the cells
+// and bytes add up to at least what the collectives moved.
+func TestPathsReport(t *testing.T) {
+	lines := runBenchUnder(t, []string{"--transport", "tcp", "--paths", "2"},
+		"allreduce", "-b", "256K", "-e", "256K", "-n", "4", "-w", "1", "--reps", "1", "-c", "1", "--paths-report")
+	out := strings.Join(lines, "\n")
+	require.Contains(t, out, "[0] # Paths:")
+	seen := map[string]bool{}
+	bytes := map[int]int64{}
+	for _, l := range lines {
+		m := pathRowPattern.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		rank, peer := atoi(t, m[1]), atoi(t, m[2])
+		assert.Equal(t, 1-rank, peer, "row %q", l)
+		assert.Equal(t, "tcp", m[3], "row %q", l)
+		seen[fmt.Sprintf("%d %s %s", rank, m[4], m[5])] = true
+		cells, n := atoi(t, m[7]), atoi(t, m[8])
+		if n > 0 {
+			assert.Positive(t, cells, "row %q: bytes without cells", l)
+		}
+		if cells == 0 {
+			assert.Equal(t, "-", m[9], "row %q: an RTT without a sample", l)
+		}
+		assert.LessOrEqual(t, atoi(t, m[12]), atoi(t, m[11]), "row %q: soft timeouts are give-ups", l)
+		bytes[rank] += int64(n)
+	}
+	want := map[string]bool{}
+	for _, r := range []int{0, 1} {
+		for _, link := range []string{"control", "bulk"} {
+			for _, p := range []string{"0", "1"} {
+				want[fmt.Sprintf("%d %s %s", r, link, p)] = true
+			}
+		}
+	}
+	require.Equal(t, want, seen, "rows in:\n%s", out)
+	// Check, warm-up and four timed calls, out of place and in place,
+	// each sending at least half the vector to the other rank.
+	for r, n := range bytes {
+		assert.GreaterOrEqual(t, n, int64(2*6*128<<10), "rank %d posted too little:\n%s", r, out)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	v, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return v
 }

@@ -53,6 +53,9 @@ type Config struct {
 	// Idle, when positive, measures the CPU the communicator uses while
 	// idle for this long after the sizes.
 	Idle time.Duration
+	// PathsReport prints, at the end, the counters of every path of every
+	// rank's connections (rank 0 prints them all).
+	PathsReport bool
 }
 
 // validate checks what can be checked before the communicator exists.

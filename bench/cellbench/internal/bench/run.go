@@ -94,6 +94,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 			return err
 		}
 	}
+	if cfg.PathsReport {
+		if err := b.pathsReport(); err != nil {
+			return err
+		}
+	}
 	return b.finish()
 }
 
