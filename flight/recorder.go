@@ -77,8 +77,11 @@ type Op struct {
 	// ID numbers the operations of the recorder from 1.
 	ID uint64
 	// Start and End are the wall-clock times the operation began and
-	// finished; End is zero while it runs.
+	// finished; End is zero while it runs. The ring keeps them as
+	// monotonic offsets (start, end), cheaper to read than the wall clock,
+	// and sets these on the copies it hands out, which have no offsets.
 	Start, End time.Time
+	start, end time.Duration
 	State      State
 	// Err is the failure of a Failed operation.
 	Err string
@@ -147,6 +150,9 @@ type Recorder struct {
 	traffic func() Traffic
 	failed  func(Op)
 
+	// base is the wall-clock time of offset 0 of start and end.
+	base time.Time
+
 	mu    sync.Mutex
 	ring  []Op
 	next  uint64 // the ID the next Begin gives
@@ -162,7 +168,7 @@ func New(n int, traffic func() Traffic) *Recorder {
 	if n <= 0 {
 		n = DefaultSize
 	}
-	return &Recorder{traffic: traffic, ring: make([]Op, n), start: make([]Traffic, n), next: 1}
+	return &Recorder{traffic: traffic, base: time.Now(), ring: make([]Op, n), start: make([]Traffic, n), next: 1}
 }
 
 // OnFailure makes r call f with a copy of each operation that ends in
@@ -175,7 +181,7 @@ func (r *Recorder) Size() int { return len(r.ring) }
 // Begin records the start of op (its fields Comm to Bytes) and returns
 // the handle Wait and End take.
 func (r *Recorder) Begin(op *Op) Handle {
-	now := time.Now()
+	now := time.Since(r.base)
 	var t Traffic
 	if r.traffic != nil {
 		t = r.traffic()
@@ -189,7 +195,7 @@ func (r *Recorder) Begin(op *Op) Handle {
 		r.open-- // overwritten while running: more ops open than slots
 	}
 	*o = Op{Comm: op.Comm, Seq: op.Seq, Name: op.Name, Algorithm: op.Algorithm, DType: op.DType,
-		Count: op.Count, Bytes: op.Bytes, ID: id, Start: now, Step: -1, Peer: -1}
+		Count: op.Count, Bytes: op.Bytes, ID: id, start: now, Step: -1, Peer: -1}
 	r.start[i] = t
 	r.open++
 	r.mu.Unlock()
@@ -240,7 +246,7 @@ func (o *Op) addPeer(p int) {
 // End records that the operation h finished, failed if err is not nil.
 // Only a failure formats a string.
 func (r *Recorder) End(h Handle, err error) {
-	now := time.Now()
+	now := time.Since(r.base)
 	var t Traffic
 	if r.traffic != nil {
 		t = r.traffic()
@@ -252,15 +258,15 @@ func (r *Recorder) End(h Handle, err error) {
 	var failed Op
 	r.mu.Lock()
 	if o := r.slot(h); o != nil && o.State == Running {
-		o.End, o.State, o.Err = now, Done, msg
+		o.end, o.State, o.Err = now, Done, msg
 		if err != nil {
 			o.State = Failed
 		}
 		o.Traffic = t.sub(r.start[uint64(h)%uint64(len(r.ring))])
 		r.open--
-		r.hist.observe(o.Name, o.Bytes, now.Sub(o.Start), err != nil)
+		r.hist.observe(o.Name, o.Bytes, now-o.start, err != nil)
 		if err != nil && r.failed != nil {
-			failed = *o
+			failed = r.export(o)
 		}
 	}
 	r.mu.Unlock()
@@ -284,7 +290,7 @@ func (r *Recorder) Open(dst []Op) []Op {
 	}
 	for id := first; id < r.next; id++ {
 		if o := &r.ring[id%n]; o.State == Running && o.ID == id {
-			dst = append(dst, *o)
+			dst = append(dst, r.export(o))
 		}
 	}
 	return dst
@@ -298,7 +304,7 @@ func (r *Recorder) Last(comm uint64) (Op, bool) {
 	n := uint64(len(r.ring))
 	for id := r.next - 1; id > 0 && id+n >= r.next; id-- {
 		if o := &r.ring[id%n]; o.ID == id && o.Comm == comm {
-			return *o, true
+			return r.export(o), true
 		}
 	}
 	return Op{}, false
@@ -315,9 +321,19 @@ func (r *Recorder) Ops() []Op {
 	}
 	ops := make([]Op, 0, r.next-first)
 	for id := first; id < r.next; id++ {
-		ops = append(ops, r.ring[id%n])
+		ops = append(ops, r.export(&r.ring[id%n]))
 	}
 	return ops
+}
+
+// export is a copy of o with its wall-clock times set.
+func (r *Recorder) export(o *Op) Op {
+	c := *o
+	c.Start, c.start, c.end = r.base.Add(o.start), 0, 0
+	if o.State != Running {
+		c.End = r.base.Add(o.end)
+	}
+	return c
 }
 
 // Histograms returns a copy of r's latency histograms.
