@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (int, error)
 			// the stop's doing, not news.
 			j.log.Debug("set-up ended by the stop", "err", err)
 		}
-		c.write(stderr, []byte("cellrun: "+cs.line+"\n"))
+		c.write(stderr, []byte("cellrun: "+j.finalLine(cs.line)+"\n"))
 		return cs.code, nil
 	}
 	if err != nil {
@@ -134,13 +134,17 @@ func (j *job) run() (err error) {
 		defer func() { err = errors.Join(err, j.leaveNodes(g)) }()
 	}
 
-	j.spawn(prog.path, acc)
-	j.ranks.Wait()
-	j.mergeTraces()
-	// Nothing is left to kill; a running grace period must not cut short
-	// the wait for the other nodes below.
-	j.stopKillTimer()
-	return nil
+	for gen := 0; ; gen++ {
+		j.spawn(prog.path, generationAccess(acc, gen), gen)
+		j.ranks.Wait()
+		j.mergeTraces(gen)
+		// Nothing is left to kill; a running grace period must not cut
+		// short the wait for the other nodes below.
+		j.stopKillTimer()
+		if !j.restart() {
+			return nil
+		}
+	}
 }
 
 // startEtcd gives how the ranks reach the job (see access), how this
@@ -161,14 +165,14 @@ func (j *job) startEtcd() (access, bootstrap.ClientConfig, func() error, error) 
 	haveToken := j.cfg.JoinToken != ""
 	if haveToken {
 		token, _ = parseToken(j.cfg.JoinToken) // checked by validate
-		acc.secret = token.jobSecret()
+		acc.secret, acc.token = token.jobSecret(), &token
 	}
 	if len(j.cfg.EtcdEndpoints) > 0 {
 		return j.externalEtcd(acc, token, haveToken)
 	}
 	if j.cfg.EtcdServe != "" && !haveToken {
 		token = newToken()
-		acc.secret = token.jobSecret()
+		acc.secret, acc.token = token.jobSecret(), &token
 		j.console.write(j.console.stderr, []byte("cellrun: start the other nodes with --join "+token.String()+
 			" (it is this job's secret: hand it over as you would a password)\n"))
 	}
