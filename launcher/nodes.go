@@ -49,6 +49,11 @@ type stopReport struct {
 	// Restart says the failure may be cured by a new generation (a rank
 	// failed), when the job has restarts left.
 	Restart bool `json:"restart,omitempty"`
+	// Done, instead of a failure, says that every rank of the node
+	// exited 0. A node tells the others so only when the job could still
+	// restart: one node's failure then restarts the nodes whose ranks are
+	// done too.
+	Done bool `json:"done,omitempty"`
 }
 
 // nodeInfo is what a node's cellrun registers for the others: the
@@ -66,6 +71,9 @@ type nodeGroup struct {
 
 	cancel   context.CancelFunc // stops the watchers of the running generation
 	watchers sync.WaitGroup
+	// known is closed once every other node's outcome of the running
+	// generation is known: its stop report, its Done, or its death.
+	known chan struct{}
 }
 
 // joinNodes joins the launcher group and waits, until ctx ends, for every
@@ -134,8 +142,18 @@ func joinNodes(ctx context.Context, cfg *Config, client bootstrap.ClientConfig, 
 		}
 		return nil, fmt.Errorf("job %q: nodes' rendezvous: %w", cfg.Job, err)
 	}
-	if err := checkSameSettings(cfg, members); err != nil {
+	// Every node has seen every other's settings once all pass this
+	// barrier: a node that refuses them and leaves cannot strand another
+	// still waiting for the world.
+	if err := job.Barrier(ctx, "joined"); err != nil {
 		_ = job.Close(context.Background())
+		return nil, fmt.Errorf("job %q: nodes' rendezvous: %w", cfg.Job, err)
+	}
+	if err := checkSameSettings(cfg, members); err != nil {
+		// Node 0 may take etcd away as soon as it has seen this too.
+		leave, cancel := context.WithTimeout(context.Background(), cfg.NodeTimeout)
+		defer cancel()
+		_ = job.Close(leave)
 		return nil, err
 	}
 	return &nodeGroup{job: job, self: cfg.NodeRank, log: log}, nil
@@ -166,16 +184,21 @@ func checkSameSettings(cfg *Config, members []bootstrap.Member) error {
 func (g *nodeGroup) watch(gen int, stop func(stopReport)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
+	var outcomes sync.WaitGroup
 	for node := range g.job.WorldSize() {
 		if node == g.self {
 			continue
 		}
 		g.watchers.Add(1)
+		outcomes.Add(1)
 		go func() {
 			defer g.watchers.Done()
-			g.watchNode(ctx, node, generationKey(failureKey, gen), stop)
+			g.watchNode(ctx, node, generationKey(failureKey, gen), stop, outcomes.Done)
 		}()
 	}
+	known := make(chan struct{})
+	g.known = known
+	go func() { outcomes.Wait(); close(known) }()
 }
 
 // endWatch stops the watchers of the generation that ended.
@@ -204,14 +227,27 @@ func (g *nodeGroup) watchSelf(stop func(line string, code int)) {
 
 // watchNode waits for node's stop report under key, then for node to
 // leave.
-func (g *nodeGroup) watchNode(ctx context.Context, node int, key string, stop func(stopReport)) {
+// leave; known is called once the node's outcome is known (or the watch
+// ends).
+func (g *nodeGroup) watchNode(ctx context.Context, node int, key string, stop func(stopReport), known func()) {
+	knownOnce := sync.OnceFunc(known)
+	defer knownOnce()
 	value, err := g.job.Get(ctx, node, key)
 	if err == nil {
 		var rep stopReport
-		if jerr := json.Unmarshal(value, &rep); jerr != nil || rep.Line == "" || rep.Code == 0 {
+		switch jerr := json.Unmarshal(value, &rep); {
+		case jerr == nil && rep.Done:
+			// Its ranks succeeded: whatever happens to its cellrun now is
+			// no failure of the job, but node 0 keeps etcd up until it
+			// leaves.
+			knownOnce()
+			_, _ = g.job.Get(ctx, node, departureKey)
+			return
+		case jerr != nil || rep.Line == "" || rep.Code == 0:
 			rep = stopReport{Line: fmt.Sprintf("node %d reported a failure cellrun cannot read: %q", node, value), Code: ExitFailure}
 		}
 		stop(rep)
+		knownOnce()
 		// The node is still tearing down: it needs etcd until it leaves.
 		_, err = g.job.Get(ctx, node, departureKey)
 	}
@@ -242,6 +278,24 @@ func (g *nodeGroup) publish(ctx context.Context, gen int, rep stopReport) error 
 		return fmt.Errorf("tell the other nodes that the job stops: %w", err)
 	}
 	return nil
+}
+
+// waitOutcomes tells the other nodes that this node's ranks of generation
+// gen are done, and waits until every other node's outcome of it is known
+// or ctx ends (a stop report ends it through the job's stop context).
+func (g *nodeGroup) waitOutcomes(ctx context.Context, gen int, publishTimeout time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	err := g.publish(pctx, gen, stopReport{Done: true})
+	cancel()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-g.known:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // waitOthers waits until every other node has left the group (or told why

@@ -90,10 +90,23 @@ func generationAccess(acc access, gen int) access {
 // job to the next generation (a new cause may then stop it), printed why,
 // waited --restart-delay and, with several nodes, met the others.
 func (j *job) restart() bool {
+	if j.gen >= j.cfg.MaxRestarts {
+		return false
+	}
 	j.mu.Lock()
-	c, published := j.cause, j.published
+	c, published, nodes, stopCtx := j.cause, j.published, j.nodes, j.stopCtx
 	j.mu.Unlock()
-	if c == nil || j.gen >= j.cfg.MaxRestarts {
+	if c == nil && nodes != nil {
+		// This node's ranks succeeded, but another node's may still fail
+		// this generation, which would restart every node.
+		if err := nodes.waitOutcomes(stopCtx, j.gen, j.cfg.NodeTimeout); err != nil && stopCtx.Err() == nil {
+			j.log.Warn("the other nodes may not learn that this node's ranks are done", "err", err)
+		}
+		j.mu.Lock()
+		c, published = j.cause, j.published
+		j.mu.Unlock()
+	}
+	if c == nil {
 		return false
 	}
 	if published != nil {
@@ -106,14 +119,14 @@ func (j *job) restart() bool {
 		return false
 	}
 	j.gen++
-	gen, nodes := j.gen, j.nodes
+	gen := j.gen
 	j.failures = append(j.failures, c.line)
 	j.endStop()
 	j.endKill()
 	j.cause, j.procs, j.published, j.killTimer = nil, nil, nil, nil
 	j.stopCtx, j.endStop = context.WithCancel(context.Background())
 	j.killCtx, j.endKill = context.WithCancel(context.Background())
-	stopCtx := j.stopCtx
+	stopCtx = j.stopCtx
 	j.mu.Unlock()
 
 	line := fmt.Sprintf("cellrun: %s; restart %d of %d: the job starts again as generation %d", c.line, gen, j.cfg.MaxRestarts, gen)

@@ -69,6 +69,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (int, error)
 		c.write(stderr, []byte("cellrun: "+j.finalLine(cs.line)+"\n"))
 		return cs.code, nil
 	}
+	if errors.Is(err, ErrUsage) {
+		return ExitUsage, err // found only once the nodes met: they disagree on a flag
+	}
 	if err != nil {
 		return ExitFailure, err
 	}
