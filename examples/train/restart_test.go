@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/comm"
 	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/launcher"
 )
@@ -157,9 +159,9 @@ func killRandomRank(t *testing.T, procs, gen int, within time.Duration) (rank, p
 
 // reference runs the example uninterrupted and returns its weights' hash
 // and how long it trained (from its first line to its end).
-func reference(ctx context.Context, t *testing.T, bin string, procs int) (string, time.Duration) {
+func reference(ctx context.Context, t *testing.T, bin string, procs int, transport comm.Transport) (string, time.Duration) {
 	t.Helper()
-	j := startTrain(ctx, bin, procs, launcher.Config{}, restartArgs...)
+	j := startTrain(ctx, bin, procs, launcher.Config{Transport: string(transport)}, restartArgs...)
 	started := j.waitOutput(ctx, t, "[0] training on")
 	j.wait(ctx, t)
 	took := time.Since(started)
@@ -180,7 +182,7 @@ func TestTrainSurvivesKill(t *testing.T) {
 	defer cancel()
 	const procs = 4
 	bin := trainBin
-	want, took := reference(ctx, t, bin, procs)
+	want, took := reference(ctx, t, bin, procs, "")
 
 	dir := t.TempDir()
 	j := startTrain(ctx, bin, procs, launcher.Config{MaxRestarts: 1},
@@ -209,7 +211,7 @@ func TestTrainKilledTwice(t *testing.T) {
 	defer cancel()
 	const procs = 4
 	bin := trainBin
-	_, took := reference(ctx, t, bin, procs)
+	_, took := reference(ctx, t, bin, procs, "")
 
 	j := startTrain(ctx, bin, procs, launcher.Config{MaxRestarts: 1},
 		append([]string{"-checkpoint-dir", t.TempDir()}, restartArgs...)...)
@@ -239,7 +241,7 @@ func TestTrainResumesFromCheckpoint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const procs = 2
-	want, _ := reference(ctx, t, trainBin, procs)
+	want, _ := reference(ctx, t, trainBin, procs, "")
 	dir := t.TempDir()
 	// 2048 samples in global batches of 64: 32 steps an epoch.
 	args := func(epochs string) []string {
@@ -259,4 +261,37 @@ func TestTrainResumesFromCheckpoint(t *testing.T) {
 	m := hashLine.FindStringSubmatch(stdout)
 	require.NotNil(t, m, second.out())
 	require.Equal(t, want, m[2], "3 epochs, then 3 more from the checkpoint, are 6 epochs")
+}
+
+// TestTrainSurvivesPause stops a random rank with SIGSTOP for 3 s, less
+// than the lease TTL (bootstrap.DefaultLeaseTTL), then lets it go on with
+// SIGCONT: slow is not dead, so nobody declares it dead, the job exits 0
+// and ends with the uninterrupted run's weights. Over shared memory and
+// over tcp, whose connections the stopped process's kernel keeps up.
+func TestTrainSurvivesPause(t *testing.T) {
+	const pause = 3 * time.Second
+	require.Less(t, pause, bootstrap.DefaultLeaseTTL, "the pause must be shorter than the lease")
+	for _, transport := range []comm.Transport{"shm", "tcp"} {
+		t.Run(string(transport), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			const procs = 4
+			want, took := reference(ctx, t, trainBin, procs, transport)
+			j := startTrain(ctx, trainBin, procs, launcher.Config{Transport: string(transport)}, restartArgs...)
+			j.waitOutput(ctx, t, "[0] training on")
+			time.Sleep(rand.N(took / 4))
+			rank := rand.IntN(procs)
+			pid := rankPID(t, rank, 0)
+			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+			time.Sleep(pause)
+			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+			t.Logf("paused rank %d (pid %d) for %v", rank, pid, pause)
+			j.wait(ctx, t)
+			require.Zero(t, j.code, j.out())
+			require.NotContains(t, j.stderr.String(), "cellrun:", "cellrun has nothing to report\n%s", j.out())
+			m := hashLine.FindStringSubmatch(j.stdout.String())
+			require.NotNil(t, m, j.out())
+			require.Equal(t, want, m[2], j.out())
+		})
+	}
 }
