@@ -178,6 +178,18 @@ func reference(ctx context.Context, t *testing.T, bin string, procs int, transpo
 	return m[2], took
 }
 
+// startRestartable runs the example uninterrupted for its weights' hash
+// and its training time, then starts it again under --max-restarts 1 with
+// a checkpoint directory, and returns once it trains.
+func startRestartable(ctx context.Context, t *testing.T, procs int) (j *trainJob, want string, took time.Duration) {
+	t.Helper()
+	want, took = reference(ctx, t, trainBin, procs, "")
+	j = startTrain(ctx, trainBin, procs, launcher.Config{MaxRestarts: 1},
+		append([]string{"-checkpoint-dir", t.TempDir()}, restartArgs...)...)
+	j.waitOutput(ctx, t, "[0] training on")
+	return j, want, took
+}
+
 var restartedHash = regexp.MustCompile(`(?m)^\[g1 0\] weights identical on all (\d+) ranks \(hash (0x[0-9a-f]+)\)$`)
 
 // TestTrainSurvivesKill SIGKILLs a random rank at a random step under
@@ -188,13 +200,7 @@ func TestTrainSurvivesKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const procs = 4
-	bin := trainBin
-	want, took := reference(ctx, t, bin, procs, "")
-
-	dir := t.TempDir()
-	j := startTrain(ctx, bin, procs, launcher.Config{MaxRestarts: 1},
-		append([]string{"-checkpoint-dir", dir}, restartArgs...)...)
-	j.waitOutput(ctx, t, "[0] training on")
+	j, want, took := startRestartable(ctx, t, procs)
 	rank, pid := killRandomRank(t, procs, 0, took/2)
 	j.wait(ctx, t)
 	require.Zero(t, j.code, j.out())
@@ -217,12 +223,7 @@ func TestTrainKilledTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const procs = 4
-	bin := trainBin
-	_, took := reference(ctx, t, bin, procs, "")
-
-	j := startTrain(ctx, bin, procs, launcher.Config{MaxRestarts: 1},
-		append([]string{"-checkpoint-dir", t.TempDir()}, restartArgs...)...)
-	j.waitOutput(ctx, t, "[0] training on")
+	j, _, took := startRestartable(ctx, t, procs)
 	rank0, pid0 := killRandomRank(t, procs, 0, took/2)
 	j.waitOutput(ctx, t, "[g1 0] training on")
 	rank1, pid1 := killRandomRank(t, procs, 1, took/4)
