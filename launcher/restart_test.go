@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -45,7 +47,8 @@ var jobOfRank = regexp.MustCompile(` job=(\S+) `)
 func TestRestart(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	p, code := runCellrun(t, "-n", "3", "--max-restarts", "1", "--restart-delay", "100ms", bin.rankprog,
+	logs := t.TempDir()
+	p, code := runCellrun(t, "-n", "3", "--max-restarts", "1", "--restart-delay", "100ms", "--log-dir", logs, bin.rankprog,
 		"-fail-rank", "1", "-code", "3", "-fail-generations", "1")
 	stdout, stderr := p.stdout.all(), p.stderr.all()
 	out := "stdout:\n" + strings.Join(stdout, "\n") + "\nstderr:\n" + strings.Join(stderr, "\n")
@@ -74,6 +77,12 @@ func TestRestart(t *testing.T) {
 	for r := range 3 {
 		assert.NotContains(t, generationLines(stdout, 1, r), "failing with code 3", "generation 1 rank %d", r)
 	}
+	failed, err := os.ReadFile(filepath.Join(logs, "rank.1.log"))
+	require.NoError(t, err)
+	assert.Contains(t, string(failed), "failing with code 3", "the first generation's log is kept")
+	restarted, err := os.ReadFile(filepath.Join(logs, "rank.1.g1.log"))
+	require.NoError(t, err)
+	assert.Contains(t, string(restarted), "restart count=1\n")
 	p.assertClean(ctx, t, 6)
 }
 

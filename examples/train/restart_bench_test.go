@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -48,18 +49,19 @@ func (s *stamped) Write(p []byte) (int, error) {
 // of 2 ranks each on this machine, talking tcp across ("two-nodes"): from
 // the SIGKILL of a rank of generation 0 to the moment generation 1's rank
 // 0 prints that training starts, which it does once its first collective
-// (the broadcast of the weights) is done, so once every rank has entered
-// it. It reports the median, fastest and slowest of b.N restarts, and
-// the median of the part before cellrun has seen every rank of generation
-// 0 exit and says it restarts (stop-ms; on the killed rank's node).
+// (the broadcast of the checkpoint's weights) is done, so once every rank
+// has entered it. It reports the median, fastest and slowest of b.N
+// restarts, and the median of the part before cellrun has seen every
+// rank of generation 0 exit and says it restarts (stop-ms; on the killed
+// rank's node).
 func BenchmarkRestartOverhead(b *testing.B) {
 	for _, nodes := range []int{1, 2} {
 		name := map[int]string{1: "one-node", 2: "two-nodes"}[nodes]
 		b.Run(name, func(b *testing.B) {
 			var took, stops []time.Duration
 			for range b.N {
-				total, stop := restartOnce(b, nodes)
-				took, stops = append(took, total), append(stops, stop)
+				r := restartOnce(b, nodes, 0)
+				took, stops = append(took, r.took), append(stops, r.stop)
 			}
 			slices.Sort(took)
 			slices.Sort(stops)
@@ -72,37 +74,44 @@ func BenchmarkRestartOverhead(b *testing.B) {
 	}
 }
 
-// restartOnce runs the example under --max-restarts 1 on nodes launcher
-// nodes, kills the last rank once training runs, and returns how long
-// until generation 1 trains, and until cellrun announced the restart.
-func restartOnce(b *testing.B, nodes int) (time.Duration, time.Duration) {
-	b.Helper()
+// restarted is what restartOnce saw.
+type restarted struct {
+	took   time.Duration // from the kill to generation 1 training
+	stop   time.Duration // from the kill to cellrun announcing the restart
+	stdout string        // node 0's
+}
+
+// restartOnce runs the example with a checkpoint directory under
+// --max-restarts 1 on nodes launcher nodes (4 ranks in all), kills the
+// last rank, on the last node, killAfter after training started, and
+// waits for the job to succeed.
+func restartOnce(tb testing.TB, nodes int, killAfter time.Duration) restarted {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ranks = 4
 	procs := ranks / nodes
-	started, restarted := newStamped("[0] training on"), newStamped("[g1 0] training on")
+	started, again := newStamped("[0] training on"), newStamped("[g1 0] training on")
 	announced := newStamped("cellrun: ")
 	var addr string
 	if nodes > 1 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(b, err)
+		require.NoError(tb, err)
 		addr = l.Addr().String()
-		require.NoError(b, l.Close())
+		require.NoError(tb, l.Close())
 	}
 	token := launcher.NewToken()
-	job := fmt.Sprint("restart-bench-", os.Getpid(), "-", time.Now().UnixNano())
+	job := fmt.Sprint("restart-", os.Getpid(), "-", time.Now().UnixNano())
+	args := append([]string{"-checkpoint-dir", tb.TempDir()}, restartArgs...)
 	var wg sync.WaitGroup
 	codes := make([]int, nodes)
 	errs := make([]error, nodes)
-	stderrs := make([]*syncbuf.Buffer, nodes)
+	stdouts, stderrs := make([]syncbuf.Buffer, nodes), make([]syncbuf.Buffer, nodes)
 	for node := range nodes {
 		cfg := launcher.Config{
-			Program: trainBin, Args: restartArgs, ProcsPerNode: procs, Nodes: nodes, NodeRank: node,
+			Program: trainBin, Args: args, ProcsPerNode: procs, Nodes: nodes, NodeRank: node,
 			MaxRestarts: 1, Env: os.Environ(),
 		}
-		stdout, stderr := multiWriter{started, restarted}, &syncbuf.Buffer{}
-		stderrs[node] = stderr
 		if nodes > 1 {
 			cfg.Job, cfg.JoinToken, cfg.NodeTimeout = job, token, 5*time.Second
 			cfg.Env = append(cfg.Env, fmt.Sprintf("%s=node-%d", comm.EnvHost, node))
@@ -112,58 +121,56 @@ func restartOnce(b *testing.B, nodes int) (time.Duration, time.Duration) {
 				cfg.EtcdEndpoints = []string{addr}
 			}
 		}
-		if node > 0 {
-			stdout = multiWriter{}
+		stdout, stderr := io.Writer(&stdouts[node]), io.Writer(&stderrs[node])
+		if node == 0 {
+			stdout = io.MultiWriter(stdout, started, again)
 		}
-		var errOut io.Writer = stderr
 		if node == nodes-1 {
-			errOut = io.MultiWriter(stderr, announced)
+			stderr = io.MultiWriter(stderr, announced)
 		}
-		wg.Go(func() { codes[node], errs[node] = launcher.Run(ctx, cfg, stdout, errOut) })
+		wg.Go(func() { codes[node], errs[node] = launcher.Run(ctx, cfg, stdout, stderr) })
+	}
+	out := func() string {
+		var b strings.Builder
+		for node := range nodes {
+			fmt.Fprintf(&b, "node %d stdout:\n%s\nnode %d stderr:\n%s\n", node, stdouts[node].String(), node, stderrs[node].String())
+		}
+		return b.String()
 	}
 	select {
 	case <-started.seen:
 	case <-ctx.Done():
-		b.Fatal("generation 0 did not start")
+		require.FailNow(tb, "generation 0 did not start", out())
 	}
-	// The last rank is on the last node: across nodes, the failure has to
-	// travel.
-	pid := findRank(b, ranks-1, 0)
+	time.Sleep(killAfter)
+	pid := findRank(tb, ranks-1, 0)
 	killed := time.Now()
-	require.NoError(b, syscall.Kill(pid, syscall.SIGKILL))
+	require.NoError(tb, syscall.Kill(pid, syscall.SIGKILL))
 	select {
-	case <-restarted.seen:
+	case <-again.seen:
 	case <-ctx.Done():
-		b.Fatal("generation 1 did not start")
+		require.FailNow(tb, "generation 1 did not start", out())
 	}
-	took, stop := restarted.at.Sub(killed), announced.at.Sub(killed)
+	r := restarted{took: again.at.Sub(killed), stop: announced.at.Sub(killed)}
 	wg.Wait()
 	for node := range nodes {
-		require.NoError(b, errs[node])
-		require.Zero(b, codes[node], "node %d: %s", node, stderrs[node])
+		require.NoError(tb, errs[node], out())
+		require.Zero(tb, codes[node], "node %d\n%s", node, out())
 	}
-	return took, stop
+	r.stdout = stdouts[0].String()
+	return r
 }
 
-// findRank is rankPID for a benchmark, waiting for the rank to be there.
-func findRank(b *testing.B, rank, gen int) int {
-	b.Helper()
+// findRank waits, briefly, for rank of generation gen to run, and returns
+// its pid.
+func findRank(tb testing.TB, rank, gen int) int {
+	tb.Helper()
 	for range 1000 {
 		if pid, ok := lookupRank(rank, gen); ok {
 			return pid
 		}
 		time.Sleep(time.Millisecond)
 	}
-	b.Fatalf("rank %d of generation %d is not running", rank, gen)
+	require.FailNow(tb, "no such rank running", "rank %d of generation %d", rank, gen)
 	return 0
-}
-
-// multiWriter writes to each of its writers.
-type multiWriter []*stamped
-
-func (m multiWriter) Write(p []byte) (int, error) {
-	for _, w := range m {
-		_, _ = w.Write(p)
-	}
-	return len(p), nil
 }

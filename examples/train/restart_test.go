@@ -18,6 +18,7 @@ import (
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/internal/launchtest"
 	"github.com/rdmacell/rdmacell/internal/syncbuf"
 	"github.com/rdmacell/rdmacell/launcher"
 )
@@ -103,14 +104,6 @@ func (j *trainJob) wait(ctx context.Context, t *testing.T) {
 	require.NoError(t, j.err, j.out())
 }
 
-// rankPID is the pid of rank r of generation gen, a child of this
-// process.
-func rankPID(t *testing.T, r, gen int) int {
-	t.Helper()
-	pid, ok := lookupRank(r, gen)
-	require.True(t, ok, "rank %d of generation %d is not running", r, gen)
-	return pid
-}
 
 // lookupRank finds rank r of generation gen among this process's
 // children in /proc, by the environment the launcher gave it.
@@ -158,7 +151,7 @@ func killRandomRank(t *testing.T, procs, gen int, within time.Duration) (rank, p
 	t.Helper()
 	time.Sleep(rand.N(within))
 	rank = rand.IntN(procs)
-	pid = rankPID(t, rank, gen)
+	pid = findRank(t, rank, gen)
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	t.Logf("killed rank %d (pid %d) of generation %d", rank, pid, gen)
 	return rank, pid
@@ -289,7 +282,7 @@ func TestTrainSurvivesPause(t *testing.T) {
 			j.waitOutput(ctx, t, "[0] training on")
 			time.Sleep(rand.N(took / 4))
 			rank := rand.IntN(procs)
-			pid := rankPID(t, rank, 0)
+			pid := findRank(t, rank, 0)
 			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
 			time.Sleep(pause)
 			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
@@ -302,4 +295,18 @@ func TestTrainSurvivesPause(t *testing.T) {
 			require.Equal(t, want, m[2], j.out())
 		})
 	}
+}
+
+// TestTrainTwoNodesSurvivesKill runs the example on two launcher nodes of
+// two ranks each (two hosts to the ranks: tcp across) and SIGKILLs a rank
+// of node 1 at a random step: both nodes restart together, and the job
+// ends with the weights of an uninterrupted two-node run.
+func TestTrainTwoNodesSurvivesKill(t *testing.T) {
+	stdout, out := launchtest.Hosts(t, trainBin, 2, nil, restartArgs...)
+	m := hashLine.FindStringSubmatch(stdout)
+	require.NotNil(t, m, out)
+	r := restartOnce(t, 2, rand.N(300*time.Millisecond))
+	got := restartedHash.FindStringSubmatch(r.stdout)
+	require.NotNil(t, got, r.stdout)
+	require.Equal(t, m[2], got[2], "the restarted job ends with the uninterrupted run's weights\n%s", r.stdout)
 }
