@@ -104,7 +104,6 @@ func (j *trainJob) wait(ctx context.Context, t *testing.T) {
 	require.NoError(t, j.err, j.out())
 }
 
-
 // lookupRank finds rank r of generation gen among this process's
 // children in /proc, by the environment the launcher gave it.
 func lookupRank(r, gen int) (int, bool) {
