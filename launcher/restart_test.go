@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -110,7 +111,7 @@ func TestNoRestartAfterSignal(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	p := startCellrun(t, nil, "-n", "2", "--max-restarts", "3", bin.rankprog, "-block")
-	p.signalWhenBlocked(ctx, t, 2, 15)
+	p.signalWhenBlocked(ctx, t, 2, syscall.SIGTERM)
 	code := p.wait(ctx, t)
 	assert.Equal(t, 128+15, code)
 	own := ownLines(p.stderr.all())
@@ -169,4 +170,21 @@ func TestTwoNodesDisagreeOnRestarts(t *testing.T) {
 		assert.Contains(t, strings.Join(p.stderr.all(), "\n"), "--max-restarts", "node %d", node)
 		assert.Contains(t, strings.Join(p.stderr.all(), "\n"), "the same on every node", "node %d", node)
 	}
+}
+
+// TestSignalDuringRestartDelay: a signal to cellrun while it waits to
+// start the next generation ends the job there, with the signal's code
+// and line; no rank of the next generation starts.
+func TestSignalDuringRestartDelay(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	p := startCellrun(t, nil, "-n", "2", "--max-restarts", "1", "--restart-delay", "1m", bin.rankprog, "-fail-rank", "1")
+	p.stderr.waitCount(ctx, t, "restart 1 of 1", 1)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	code := p.wait(ctx, t)
+	assert.Equal(t, 128+15, code)
+	own := ownLines(p.stderr.all())
+	require.Len(t, own, 2, "%q", own)
+	assert.Equal(t, "cellrun: stopped by signal 15 (terminated) (generation 1, after 1 of --max-restarts 1)", own[1])
+	assert.Empty(t, generationLines(p.stdout.all(), 1, 0), "no rank of generation 1")
 }
