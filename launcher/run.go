@@ -25,10 +25,12 @@ const (
 // program and etcd, joins the other nodes, starts the ranks and supervises
 // them until they have all exited. Their output goes to stdout and stderr.
 //
-// The exit code is 0 when every rank exited 0. When the job stopped early
-// it is the failed rank's code (128+N for signal N), 128+N for a signal
-// cellrun received, or that of the failure another node reported; Run then
-// writes the one line that says why to stderr and returns a nil error. A
+// The exit code is 0 when every rank exited 0 (of the last generation,
+// with MaxRestarts: see restart.go). When the job stopped early, and had
+// no restart left, it is the failed rank's code (128+N for signal N),
+// 128+N for a signal cellrun received, or that of the failure another
+// node reported; Run then writes the one line that says why to stderr and
+// returns a nil error. A
 // non-nil error means the job could not run (ExitUsage for a bad Config,
 // matching ErrUsage; ExitFailure otherwise) or ctx ended; the caller reports
 // it.
