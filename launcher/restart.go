@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/rdmacell/rdmacell/bootstrap"
 )
 
 // With --max-restarts N, a job whose rank failed is started again, whole,
@@ -20,7 +22,8 @@ import (
 // "<job>.gG" (generation 0 keeps the bare job id), so that they never see
 // the keys the previous generation left in etcd — registrations whose
 // leases have not expired yet, a dead rank's slot, barrier arrivals,
-// connection info of processes that are gone. A job id per generation
+// connection info of processes that are gone; node 0's cellrun deletes
+// those keys before the next generation starts. A job id per generation
 // needs nothing of the ranks beyond the environment contract, where a key
 // prefix per generation would have needed a new variable read by
 // bootstrap. Each generation also gets a new secret, so that a straggler of
@@ -163,9 +166,28 @@ func (j *job) restart() bool {
 		j.watchNodes(nodes, gen)
 	}
 	if j.diag != nil {
+		j.forget(j.diag, gen-1)
 		j.diag.followJob(generationJob(j.cfg.Job, gen))
 	}
 	return true
+}
+
+// forget deletes what generation gen left in etcd under its job id: the
+// slots of the ranks that died (until their leases end), the exit
+// markers of those that left, their notes. Every rank of it has exited,
+// on every node, by the time the next generation starts; without this an
+// external etcd would keep a job's keys for every restart. Node 0 does
+// it, with the store it follows the notes in.
+func (j *job) forget(d *diagnosis, gen int) {
+	if j.cfg.NodeRank != 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), etcdStopTimeout)
+	defer cancel()
+	prefix := bootstrap.DefaultKeyPrefix + generationJob(j.cfg.Job, gen) + "/"
+	if err := d.store.Delete(ctx, prefix, true); err != nil {
+		j.log.Warn("cellrun: cannot delete the keys of the last generation", "prefix", prefix, "err", err)
+	}
 }
 
 // finalLine is the one line that says why the job ended, given the line

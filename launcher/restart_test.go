@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/stretchr/testify/require"
 )
 
@@ -187,4 +191,31 @@ func TestSignalDuringRestartDelay(t *testing.T) {
 	require.Len(t, own, 2, "%q", own)
 	assert.Equal(t, "cellrun: stopped by signal 15 (terminated) (generation 1, after 1 of --max-restarts 1)", own[1])
 	assert.Empty(t, generationLines(p.stdout.all(), 1, 0), "no rank of generation 1")
+}
+
+// TestRestartForgetsTheLastGeneration runs a job that restarts once on an
+// etcd of its own: once it succeeded, none of its keys is left, neither
+// of generation 1 (its ranks all left cleanly) nor of generation 0, whose
+// failed rank cellrun cleared up before it started generation 1.
+func TestRestartForgetsTheLastGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	srv, err := bootstrap.StartServer(ctx, bootstrap.ServerConfig{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	endpoint := strings.Join(srv.Endpoints(), ",")
+	p, code := runCellrun(t, "--etcd", endpoint, "--job", "forget", "-n", "3", "--max-restarts", "1",
+		bin.rankprog, "-kill-rank", "2", "-fail-generations", "1")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", strings.Join(p.stdout.all(), "\n"), strings.Join(p.stderr.all(), "\n"))
+
+	st, err := bootstrap.NewEtcdStore(ctx, srv.ClientConfig())
+	require.NoError(t, err)
+	defer st.Close()
+	left, _, err := st.List(ctx, bootstrap.DefaultKeyPrefix+"forget")
+	require.NoError(t, err)
+	var keys []string
+	for _, kv := range left {
+		keys = append(keys, kv.Key)
+	}
+	assert.Empty(t, keys, "keys the job left in etcd")
 }
