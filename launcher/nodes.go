@@ -150,13 +150,32 @@ func joinNodes(ctx context.Context, cfg *Config, client bootstrap.ClientConfig, 
 		return nil, fmt.Errorf("job %q: nodes' rendezvous: %w", cfg.Job, err)
 	}
 	if err := checkSameSettings(cfg, members); err != nil {
-		// Node 0 may take etcd away as soon as it has seen this too.
-		leave, cancel := context.WithTimeout(context.Background(), cfg.NodeTimeout)
+		leave, cancel := context.WithTimeout(context.Background(), 2*cfg.NodeTimeout)
 		defer cancel()
+		if cfg.EtcdServe != "" {
+			// The others see it too and leave; they need this node's
+			// etcd until then.
+			waitDepartures(leave, job, cfg.Nodes-1)
+		}
 		_ = job.Close(leave)
 		return nil, err
 	}
 	return &nodeGroup{job: job, self: cfg.NodeRank, log: log}, nil
+}
+
+// waitDepartures waits until n other members have left job, or ctx ends.
+func waitDepartures(ctx context.Context, job *bootstrap.Job, n int) {
+	for n > 0 {
+		select {
+		case _, ok := <-job.Departures():
+			if !ok {
+				return
+			}
+			n--
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // checkSameSettings refuses a job whose nodes disagree on what they must
