@@ -110,20 +110,6 @@ func TestRestartsExhausted(t *testing.T) {
 	p.assertClean(ctx, t, 4)
 }
 
-// TestNoRestartAfterSignal: a signal to cellrun is final, restarts or not.
-func TestNoRestartAfterSignal(t *testing.T) {
-	t.Parallel()
-	ctx := testContext(t)
-	p := startCellrun(t, nil, "-n", "2", "--max-restarts", "3", bin.rankprog, "-block")
-	p.signalWhenBlocked(ctx, t, 2, syscall.SIGTERM)
-	code := p.wait(ctx, t)
-	assert.Equal(t, 128+15, code)
-	own := ownLines(p.stderr.all())
-	require.Len(t, own, 1, "%q", own)
-	assert.Equal(t, "cellrun: stopped by signal 15 (terminated)", own[0])
-	assert.Empty(t, generationLines(p.stdout.all(), 1, 0), "no second generation")
-}
-
 // TestTwoNodesRestart fails a rank of node 1 in the first generation: both
 // nodes stop their ranks, meet for generation 1, start it together, and
 // exit 0.
@@ -176,21 +162,46 @@ func TestTwoNodesDisagreeOnRestarts(t *testing.T) {
 	}
 }
 
-// TestSignalDuringRestartDelay: a signal to cellrun while it waits to
-// start the next generation ends the job there, with the signal's code
-// and line; no rank of the next generation starts.
-func TestSignalDuringRestartDelay(t *testing.T) {
+// TestSignalIsFinal: a signal to cellrun ends the job with its code and
+// line, restarts or not, whether it comes while the ranks run or while
+// cellrun waits to start the next generation; no rank of a next
+// generation starts.
+func TestSignalIsFinal(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
-	p := startCellrun(t, nil, "-n", "2", "--max-restarts", "1", "--restart-delay", "1m", bin.rankprog, "-fail-rank", "1")
-	p.stderr.waitCount(ctx, t, "restart 1 of 1", 1)
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	code := p.wait(ctx, t)
-	assert.Equal(t, 128+15, code)
-	own := ownLines(p.stderr.all())
-	require.Len(t, own, 2, "%q", own)
-	assert.Equal(t, "cellrun: stopped by signal 15 (terminated) (generation 1, after 1 of --max-restarts 1)", own[1])
-	assert.Empty(t, generationLines(p.stdout.all(), 1, 0), "no rank of generation 1")
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		ready  func(ctx context.Context, t *testing.T, p *cellrunProc) // waits for the moment to signal
+		before int                                                     // cellrun's lines before the last
+		last   string
+	}{
+		{
+			name: "while the ranks run", args: []string{"--max-restarts", "3", bin.rankprog, "-block"},
+			ready: func(ctx context.Context, t *testing.T, p *cellrunProc) { p.stdout.waitCount(ctx, t, "blocked", 2) },
+			last:  "cellrun: stopped by signal 15 (terminated)",
+		},
+		{
+			name: "during the restart delay", args: []string{"--max-restarts", "1", "--restart-delay", "1m", bin.rankprog, "-fail-rank", "1"},
+			ready: func(ctx context.Context, t *testing.T, p *cellrunProc) {
+				p.stderr.waitCount(ctx, t, "restart 1 of 1", 1)
+			},
+			before: 1,
+			last:   "cellrun: stopped by signal 15 (terminated) (generation 1, after 1 of --max-restarts 1)",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			p := startCellrun(t, nil, append([]string{"-n", "2"}, tt.args...)...)
+			tt.ready(ctx, t, p)
+			require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+			assert.Equal(t, 128+15, p.wait(ctx, t))
+			own := ownLines(p.stderr.all())
+			require.Len(t, own, tt.before+1, "%q", own)
+			assert.Equal(t, tt.last, own[tt.before])
+			assert.Empty(t, generationLines(p.stdout.all(), 1, 0), "no rank of generation 1")
+		})
+	}
 }
 
 // TestRestartForgetsTheLastGeneration runs a job that restarts once on an
