@@ -115,6 +115,13 @@ type Config struct {
 	// NodeTimeout is the lease TTL of this cellrun in a multi-node job;
 	// zero means DefaultNodeTimeout. etcd counts whole seconds.
 	NodeTimeout time.Duration
+	// MaxRestarts (--max-restarts) is how many times a job whose rank
+	// failed is started again, as a new generation (see restart.go),
+	// before it fails; 0 never restarts. Every node must give the same.
+	// RestartDelay is the pause between the end of one generation and the
+	// start of the next.
+	MaxRestarts  int
+	RestartDelay time.Duration
 
 	// Signals, if set, delivers the signals to forward to the ranks (SIGINT
 	// and SIGTERM); the first one stops the job, the next one kills it.
@@ -148,6 +155,10 @@ const (
 	// bounds --node-timeout, which etcd counts in whole seconds.
 	maxWait        = 24 * time.Hour
 	maxNodeTimeout = time.Hour
+	// MaxRestarts bounds --max-restarts: each generation is a job id
+	// of its own in etcd, and a job that fails this often does not
+	// recover by trying again.
+	MaxRestarts = 1000
 )
 
 // jobIDPattern is the job ids etcd keys are built from (as bootstrap).
@@ -200,6 +211,12 @@ func (c *Config) validate() error {
 	}
 	if c.NodeTimeout == 0 {
 		c.NodeTimeout = DefaultNodeTimeout
+	}
+	if c.MaxRestarts < 0 || c.MaxRestarts > MaxRestarts {
+		return &FlagError{Flag: "--max-restarts", Value: strconv.Itoa(c.MaxRestarts), Want: fmt.Sprintf("want 0 to %d restarts", MaxRestarts)}
+	}
+	if c.RestartDelay < 0 || c.RestartDelay > maxWait {
+		return &FlagError{Flag: "--restart-delay", Value: c.RestartDelay.String(), Want: "want 0 or a positive duration of at most " + maxWait.String()}
 	}
 	if c.Env == nil {
 		c.Env = os.Environ()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
@@ -24,11 +25,19 @@ import (
 // stall report before it prints what it has.
 const statusGrace = 2 * time.Second
 
-// diagnosis follows the notes of one job.
+// diagnosis follows the notes of the running generation of the job.
 type diagnosis struct {
 	j     *job
 	store bootstrap.Store
 	size  int
+	ctx   context.Context // ends when cellrun stops following
+
+	mu        sync.Mutex
+	jobID     string             // the running generation's job id
+	endFollow context.CancelFunc // stops the follower of that generation
+	followed  chan struct{}      // closed when that follower returns
+
+	// The follower's own state, fresh for each generation.
 
 	stalls   map[int]flight.StallNote // each rank's latest
 	statuses map[int]flight.Status    // each rank's latest answer
@@ -50,17 +59,41 @@ func (j *job) startDiagnosis(ctx context.Context, client bootstrap.ClientConfig)
 		j.log.Warn("cellrun: no stall reports: cannot reach etcd", "err", err)
 		return nil
 	}
-	d := &diagnosis{j: j, store: st, size: j.cfg.Nodes * j.cfg.ProcsPerNode,
-		stalls: make(map[int]flight.StallNote), statuses: make(map[int]flight.Status)}
-	if j.cfg.NodeRank == 0 {
-		notes, err := bootstrap.WatchNotes(ctx, st, "", j.cfg.Job)
-		if err != nil {
-			j.log.Warn("cellrun: no stall reports", "err", err)
-		} else {
-			go d.follow(ctx, notes)
-		}
-	}
+	d := &diagnosis{j: j, store: st, size: j.cfg.Nodes * j.cfg.ProcsPerNode, ctx: ctx}
+	d.followJob(j.cfg.Job)
 	return d
+}
+
+// followJob makes d follow the notes of job, the running generation's
+// job id, instead of those of the previous one. Only node 0 prints stall
+// reports; the others only ask for traces.
+func (d *diagnosis) followJob(job string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.jobID = job
+	if d.j.cfg.NodeRank != 0 {
+		return
+	}
+	if d.endFollow != nil {
+		d.endFollow()
+		<-d.followed
+	}
+	d.stalls, d.statuses = make(map[int]flight.StallNote), make(map[int]flight.Status)
+	d.pending, d.printed, d.deadline = 0, 0, nil
+	ctx, cancel := context.WithCancel(d.ctx)
+	notes, err := bootstrap.WatchNotes(ctx, d.store, "", job)
+	if err != nil {
+		cancel()
+		d.endFollow = nil
+		d.j.log.Warn("cellrun: no stall reports", "job", job, "err", err)
+		return
+	}
+	done := make(chan struct{})
+	d.endFollow, d.followed = cancel, done
+	go func() {
+		defer close(done)
+		d.follow(ctx, notes)
+	}()
 }
 
 func (d *diagnosis) close() error { return d.store.Close() }
@@ -69,7 +102,10 @@ func (d *diagnosis) close() error { return d.store.Close() }
 func (d *diagnosis) requestTraces(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, statusGrace)
 	defer cancel()
-	if err := bootstrap.PutNote(ctx, d.store, "", d.j.cfg.Job, "trace", []byte(time.Now().Format(time.RFC3339Nano))); err != nil {
+	d.mu.Lock()
+	job := d.jobID
+	d.mu.Unlock()
+	if err := bootstrap.PutNote(ctx, d.store, "", job, "trace", []byte(time.Now().Format(time.RFC3339Nano))); err != nil {
 		d.j.log.Warn("cellrun: cannot ask the ranks for their traces", "err", err)
 	}
 }
@@ -164,32 +200,36 @@ func (j *job) requestTraces() {
 		j.log.Warn("cellrun: SIGUSR1 asks the ranks for their traces, which needs --trace-dir")
 		return
 	}
+	j.mu.Lock()
+	stop, gen := j.stopCtx, j.gen
+	j.mu.Unlock()
 	go func() {
-		d.requestTraces(j.stopCtx)
+		d.requestTraces(stop)
 		// The ranks write theirs as soon as the note reaches them.
 		select {
 		case <-time.After(statusGrace):
-			j.mergeTraces()
-		case <-j.stopCtx.Done():
+			j.mergeTraces(gen)
+		case <-stop.Done():
 		}
 	}()
 }
 
-// mergeTraces merges the ranks' traces into the job's timeline, when
-// there are any.
-func (j *job) mergeTraces() {
+// mergeTraces merges the traces of generation gen's ranks into its
+// timeline, when there are any.
+func (j *job) mergeTraces(gen int) {
 	if j.cfg.TraceDir == "" {
 		return
 	}
+	dir := generationDir(j.cfg.TraceDir, gen)
 	j.traceMu.Lock()
 	defer j.traceMu.Unlock()
-	if files, _ := filepath.Glob(filepath.Join(j.cfg.TraceDir, "rank-*.json")); len(files) == 0 {
+	if files, _ := filepath.Glob(filepath.Join(dir, "rank-*.json")); len(files) == 0 {
 		return // no rank got as far as writing one
 	}
-	if err := timeline.MergeDir(j.cfg.TraceDir); err != nil {
-		j.log.Warn("cellrun: cannot merge the ranks' traces", "dir", j.cfg.TraceDir, "err", err)
+	if err := timeline.MergeDir(dir); err != nil {
+		j.log.Warn("cellrun: cannot merge the ranks' traces", "dir", dir, "err", err)
 		return
 	}
 	j.console.write(j.console.stderr, []byte(fmt.Sprintf("cellrun: timeline of the ranks' last operations in %s and %s\n",
-		filepath.Join(j.cfg.TraceDir, timeline.TraceFile), filepath.Join(j.cfg.TraceDir, timeline.PictureFile))))
+		filepath.Join(dir, timeline.TraceFile), filepath.Join(dir, timeline.PictureFile))))
 }

@@ -14,7 +14,9 @@
 //     not exited after a grace period;
 //   - when a rank fails, stops the others and exits with that rank's code
 //     (128+N for a rank killed by signal N) after one line on stderr that
-//     names the rank and says how it failed.
+//     names the rank and says how it failed; or, with --max-restarts,
+//     starts the whole job again as a new generation, with a rendezvous
+//     and a secret of its own (restart.go), until the restarts run out.
 //
 // The cellrun processes of a multi-node job join the job's rendezvous as
 // members of their own ("launcher") group, one per node. A node whose rank
@@ -33,6 +35,7 @@
 //	RDMACELL_JOB                job id (letters, digits, '.', '_', '-')
 //	RDMACELL_ETCD_ENDPOINTS     comma-separated etcd client URLs or host:port
 //	RDMACELL_SECRET             the job secret, 64 hex digits (see below)
+//	RDMACELL_RESTART_COUNT      the generation, 0 before any restart (--max-restarts)
 //
 // Set only when the corresponding flag is given (otherwise a value inherited
 // from cellrun's own environment passes through unchanged):

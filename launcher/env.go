@@ -33,6 +33,7 @@ const (
 	EnvStallReport       = "RDMACELL_STALL_REPORT"
 	EnvTraceDir          = "RDMACELL_TRACE_DIR"
 	EnvMetricsAddr       = "RDMACELL_METRICS_ADDR"
+	EnvRestartCount      = "RDMACELL_RESTART_COUNT"
 )
 
 // ownedVars are never inherited from cellrun's environment: a stale rank
@@ -41,6 +42,7 @@ const (
 var ownedVars = []string{
 	EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvJob, EnvEtcdEndpoints,
 	EnvEtcdCA, EnvEtcdCert, EnvEtcdKey, EnvEtcdUser, EnvEtcdPassword, EnvSecret,
+	EnvRestartCount,
 }
 
 // access is how the ranks of this node reach the job: the etcd endpoints,
@@ -50,17 +52,19 @@ type access struct {
 	endpoints []string
 	tls       *tlsDir
 	secret    []byte
+	token     *jobToken // the job's join token, if it has one: later generations' secrets derive from it
 }
 
 // jobEnv is the part of the ranks' environment that is the same for every
-// rank of this node: the inherited environment minus what cellrun owns or
-// overrides, plus the job-wide variables.
-func jobEnv(base []string, cfg *Config, acc access) []string {
+// rank of this node in generation gen: the inherited environment minus
+// what cellrun owns or overrides, plus the job-wide variables.
+func jobEnv(base []string, cfg *Config, acc access, gen int) []string {
 	var set []string
 	add := func(name, value string) { set = append(set, name+"="+value) }
 	add(EnvWorldSize, strconv.Itoa(cfg.Nodes*cfg.ProcsPerNode))
 	add(EnvLocalWorldSize, strconv.Itoa(cfg.ProcsPerNode))
-	add(EnvJob, cfg.Job)
+	add(EnvJob, generationJob(cfg.Job, gen))
+	add(EnvRestartCount, strconv.Itoa(gen))
 	add(EnvEtcdEndpoints, strings.Join(acc.endpoints, ","))
 	if acc.secret != nil {
 		add(EnvSecret, secretEnv(acc.secret))
@@ -103,7 +107,7 @@ func jobEnv(base []string, cfg *Config, acc access) []string {
 		}
 	}
 	if cfg.TraceDir != "" {
-		add(EnvTraceDir, cfg.TraceDir)
+		add(EnvTraceDir, generationDir(cfg.TraceDir, gen))
 	}
 	if cfg.EtcdCA != "" {
 		add(EnvEtcdCA, cfg.EtcdCA)

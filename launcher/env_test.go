@@ -11,34 +11,36 @@ import (
 )
 
 func TestJobEnv(t *testing.T) {
-	base := []string{"PATH=/bin", "RDMACELL_RANK=9", "RDMACELL_ETCD_PASSWORD=old", "RDMACELL_POLICY=ecmp", "RDMACELL_TRANSPORT=shm",
+	base := []string{"PATH=/bin", "RDMACELL_RANK=9", "RDMACELL_RESTART_COUNT=7", "RDMACELL_ETCD_PASSWORD=old", "RDMACELL_POLICY=ecmp", "RDMACELL_TRANSPORT=shm",
 		"RDMACELL_SECRET=" + strings.Repeat("ab", 32)}
 	secret := make([]byte, 32)
 	secret[0] = 0xc5
 	tests := []struct {
 		name string
 		cfg  Config
+		gen  int
 		want []string
 	}{
 		{
 			name: "no knobs",
 			cfg:  Config{Nodes: 1, ProcsPerNode: 2, Job: "j"},
 			want: []string{"PATH=/bin", "RDMACELL_POLICY=ecmp", "RDMACELL_TRANSPORT=shm",
-				"RDMACELL_WORLD_SIZE=2", "RDMACELL_LOCAL_WORLD_SIZE=2", "RDMACELL_JOB=j", "RDMACELL_ETCD_ENDPOINTS=http://a:1,http://b:2",
+				"RDMACELL_WORLD_SIZE=2", "RDMACELL_LOCAL_WORLD_SIZE=2", "RDMACELL_JOB=j", "RDMACELL_RESTART_COUNT=0", "RDMACELL_ETCD_ENDPOINTS=http://a:1,http://b:2",
 				"RDMACELL_SECRET=c5" + strings.Repeat("00", 31),
 				"RDMACELL_RANK=5", "RDMACELL_LOCAL_RANK=1"},
 		},
 		{
-			name: "every knob",
+			name: "every knob, third generation",
 			cfg: Config{Nodes: 3, ProcsPerNode: 2, Job: "j", Transport: "tcp", Paths: 4, CellSize: 1 << 20,
 				Policy: "spray", Debug: "1", Reproducible: true, RendezvousTimeout: 90 * time.Second,
 				Timeout: NoTimeout, StallReport: 45 * time.Second, TraceDir: "/tr", MetricsPort: 9400,
 				EtcdCA: "ca.pem", EtcdCert: "c.pem", EtcdKey: "k.pem", EtcdUser: "u", EtcdPassword: "p"},
+			gen: 2,
 			want: []string{"PATH=/bin",
-				"RDMACELL_WORLD_SIZE=6", "RDMACELL_LOCAL_WORLD_SIZE=2", "RDMACELL_JOB=j", "RDMACELL_ETCD_ENDPOINTS=http://a:1,http://b:2",
+				"RDMACELL_WORLD_SIZE=6", "RDMACELL_LOCAL_WORLD_SIZE=2", "RDMACELL_JOB=j.g2", "RDMACELL_RESTART_COUNT=2", "RDMACELL_ETCD_ENDPOINTS=http://a:1,http://b:2",
 				"RDMACELL_SECRET=c5" + strings.Repeat("00", 31), "RDMACELL_TRANSPORT=tcp", "RDMACELL_PATHS=4", "RDMACELL_CELL_SIZE=1048576", "RDMACELL_POLICY=spray",
 				"RDMACELL_DEBUG=1", "RDMACELL_REPRODUCIBLE=1", "RDMACELL_RENDEZVOUS_TIMEOUT=1m30s",
-				"RDMACELL_TIMEOUT=0", "RDMACELL_STALL_REPORT=45s", "RDMACELL_TRACE_DIR=/tr",
+				"RDMACELL_TIMEOUT=0", "RDMACELL_STALL_REPORT=45s", "RDMACELL_TRACE_DIR=/tr/g2",
 				"RDMACELL_ETCD_CA=ca.pem", "RDMACELL_ETCD_CERT=c.pem", "RDMACELL_ETCD_KEY=k.pem",
 				"RDMACELL_ETCD_USER=u", "RDMACELL_ETCD_PASSWORD=p",
 				"RDMACELL_RANK=5", "RDMACELL_LOCAL_RANK=1", "RDMACELL_METRICS_ADDR=:9401"},
@@ -46,7 +48,7 @@ func TestJobEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := rankEnv(jobEnv(base, &tt.cfg, access{endpoints: []string{"http://a:1", "http://b:2"}, secret: secret}), 5, 1, tt.cfg.MetricsPort)
+			env := rankEnv(jobEnv(base, &tt.cfg, access{endpoints: []string{"http://a:1", "http://b:2"}, secret: secret}, tt.gen), 5, 1, tt.cfg.MetricsPort)
 			assert.Equal(t, tt.want, env)
 		})
 	}

@@ -74,6 +74,9 @@ func newFlagSet(cfg *Config, raw *flagValues) *pflag.FlagSet {
 	fs.DurationVar(&cfg.Grace, "grace", DefaultGrace, "how long ranks get to exit after SIGTERM before SIGKILL")
 	fs.DurationVar(&cfg.NodeTimeout, "node-timeout", DefaultNodeTimeout,
 		"with --nnodes > 1: how long a silent node's cellrun is given before the job is stopped")
+	fs.IntVar(&cfg.MaxRestarts, "max-restarts", 0,
+		"when a rank fails, stop the others and start the whole job again, at most `N` times, as a new generation (sets RDMACELL_RESTART_COUNT); the same on every node")
+	fs.DurationVar(&cfg.RestartDelay, "restart-delay", 0, "with --max-restarts: wait this long between a failed generation and the next")
 	fs.BoolVarP(&raw.help, "help", "h", false, "show this help")
 	return fs
 }

@@ -54,6 +54,9 @@ func TestBadFlags(t *testing.T) {
 		{"empty endpoints", []string{"--etcd", ",", "prog"}, `--etcd ",": want host:port`},
 		{"credentials without cluster", []string{"--etcd-user", "u", "prog"}, `--etcd-user "u": only applies to an external cluster given with --etcd`},
 		{"password hidden", []string{"--etcd-password", "secret", "prog"}, `--etcd-password "***": only applies`},
+		{"negative restarts", []string{"--max-restarts", "-1", "prog"}, `--max-restarts "-1": want 0 to 1000 restarts`},
+		{"too many restarts", []string{"--max-restarts", "1001", "prog"}, `--max-restarts "1001": want 0 to 1000 restarts`},
+		{"negative restart delay", []string{"--restart-delay", "-1s", "prog"}, `--restart-delay "-1s": want 0 or a positive duration`},
 		{"cert without key", []string{"--etcd", "h:1", "--etcd-cert", "c.pem", "prog"}, `--etcd-cert/--etcd-key "c.pem/": give both or neither`},
 	}
 	for _, tt := range tests {
@@ -82,7 +85,7 @@ func TestHelp(t *testing.T) {
 		n++
 		assert.Regexp(t, `(?m)^ +(-\w, )?--`+f.Name+`\b.*\S{3,}`, help, "flag --%s is listed with an explanation", f.Name)
 	})
-	assert.Equal(t, 31, n, "flags of cellrun")
+	assert.Equal(t, 33, n, "flags of cellrun")
 	assert.Contains(t, help, "Usage: cellrun [flags] PROGRAM [ARGS...]")
 	assert.Empty(t, p.stderr.all())
 }
@@ -104,6 +107,12 @@ func TestParseArgs(t *testing.T) {
 	assert.Equal(t, "./train", cfg.Program)
 	assert.Equal(t, []string{"-n", "5", "--lr=0.1"}, cfg.Args)
 	assert.Equal(t, DefaultGrace, cfg.Grace)
+	assert.Zero(t, cfg.MaxRestarts, "no restarts unless asked")
+
+	cfg, err = ParseArgs([]string{"--max-restarts", "3", "--restart-delay", "2s", "./train"})
+	require.NoError(t, err)
+	assert.Equal(t, 3, cfg.MaxRestarts)
+	assert.Equal(t, 2*time.Second, cfg.RestartDelay)
 
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	token := NewToken()

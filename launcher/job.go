@@ -19,6 +19,10 @@ type cause struct {
 	code  int    // cellrun's exit code
 	local bool   // it happened on this node: the other nodes must be told
 	err   error  // set when the caller's context ended: returned, not printed
+	// restart is set when a new generation may cure it: a rank that
+	// failed, here or on another node. A signal to cellrun, a node that
+	// died, a context that ended are final.
+	restart bool
 }
 
 // job is one node's share of a running job.
@@ -38,7 +42,12 @@ type job struct {
 
 	ranks sync.WaitGroup // supervisors of the started ranks
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// gen is the generation running: 0 until the first restart. What
+	// follows up to diag is that generation's and starts afresh with the
+	// next one (see restart.go); a cause, a kill or a report that names an
+	// earlier generation is stale and ignored.
+	gen       int
 	cause     *cause
 	procs     []*rankProc
 	nodes     *nodeGroup
@@ -50,7 +59,10 @@ type job struct {
 	lost      []string
 	lostCode  int
 	succeeded int
-	traceMu   sync.Mutex // one merge of the traces at a time
+	// failures are the lines of the causes that earlier generations were
+	// restarted after, oldest first.
+	failures []string
+	traceMu  sync.Mutex // one merge of the traces at a time
 }
 
 func newJob(cfg Config, c *console, log *slog.Logger) *job {
@@ -64,13 +76,33 @@ func newJob(cfg Config, c *console, log *slog.Logger) *job {
 	return j
 }
 
-// stop records c as the reason the job ends, unless there is one already,
-// and sends sig to every rank; those still running after the grace period
-// are killed. It reports whether c was the first cause.
+// stop records c as the reason the running generation ends, unless there
+// is one already, and sends sig to every rank; those still running after
+// the grace period are killed. It reports whether c was the first cause.
+// A final cause that comes second makes the first one final too: a
+// signal to cellrun while it stops the ranks means no restart.
 func (j *job) stop(c cause, sig syscall.Signal) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	return j.stopLocked(j.gen, c, sig)
+}
+
+// stopIn is stop for a cause that belongs to generation gen: nothing, if
+// that generation is over.
+func (j *job) stopIn(gen int, c cause, sig syscall.Signal) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stopLocked(gen, c, sig)
+}
+
+func (j *job) stopLocked(gen int, c cause, sig syscall.Signal) bool {
+	if gen != j.gen {
+		return false
+	}
 	if j.cause != nil {
+		if !c.restart {
+			j.cause.restart = false
+		}
 		return false
 	}
 	j.cause = &c
@@ -78,15 +110,32 @@ func (j *job) stop(c cause, sig syscall.Signal) bool {
 	for _, r := range j.procs {
 		r.signal(sig)
 	}
-	j.killTimer = time.AfterFunc(j.cfg.Grace, j.kill)
+	j.killTimer = time.AfterFunc(j.cfg.Grace, func() { j.killIn(gen) })
 	j.publishLocked()
 	return true
 }
 
-// kill sends SIGKILL to every rank still running and ends every wait.
+// kill sends SIGKILL to every rank still running and ends every wait; the
+// job is not restarted.
 func (j *job) kill() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.cause != nil {
+		j.cause.restart = false
+	}
+	j.killLocked()
+}
+
+// killIn is the end of generation gen's grace period.
+func (j *job) killIn(gen int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if gen == j.gen {
+		j.killLocked()
+	}
+}
+
+func (j *job) killLocked() {
 	j.endStop()
 	j.endKill()
 	for _, r := range j.procs {
@@ -102,12 +151,12 @@ func (j *job) publishLocked() {
 	}
 	done := make(chan struct{})
 	j.published = done
-	g, c := j.nodes, *j.cause
+	g, c, gen, kill := j.nodes, *j.cause, j.gen, j.killCtx
 	go func() {
 		defer close(done)
-		ctx, cancel := context.WithTimeout(j.killCtx, j.cfg.NodeTimeout)
+		ctx, cancel := context.WithTimeout(kill, j.cfg.NodeTimeout)
 		defer cancel()
-		if err := g.publish(ctx, c.line, c.code); err != nil {
+		if err := g.publish(ctx, gen, stopReport{Line: c.line, Code: c.code, Restart: c.restart}); err != nil {
 			j.log.Warn("the other nodes may not learn why this node stopped", "err", err)
 		}
 	}()
@@ -119,9 +168,18 @@ func (j *job) setNodes(g *nodeGroup) {
 	j.mu.Lock()
 	j.nodes = g
 	j.publishLocked()
+	gen := j.gen
 	j.mu.Unlock()
-	g.watch(func(line string, code int) {
+	g.watchSelf(func(line string, code int) {
 		j.stop(cause{line: line, code: code}, syscall.SIGTERM)
+	})
+	j.watchNodes(g, gen)
+}
+
+// watchNodes follows the other nodes' stop reports of generation gen.
+func (j *job) watchNodes(g *nodeGroup, gen int) {
+	g.watch(gen, func(rep stopReport) {
+		j.stopIn(gen, cause{line: rep.Line, code: rep.Code, restart: rep.Restart}, syscall.SIGTERM)
 	})
 }
 
@@ -165,11 +223,12 @@ func (j *job) watchSignals(ctx context.Context, done <-chan struct{}) {
 	}
 }
 
-// spawn starts the ranks of this node and a supervisor for each. It stops
-// at the first cause, including a rank that could not be started.
-func (j *job) spawn(programPath string, acc access) {
-	common := jobEnv(j.cfg.Env, &j.cfg, acc)
-	pattern, marker := deathPattern(j.cfg.Job)
+// spawn starts the ranks of generation gen on this node and a supervisor
+// for each. It stops at the first cause, including a rank that could not
+// be started.
+func (j *job) spawn(programPath string, acc access, gen int) {
+	common := jobEnv(j.cfg.Env, &j.cfg, acc, gen)
+	pattern, marker := deathPattern(generationJob(j.cfg.Job, gen))
 	deaths := &deathWatch{pattern: pattern, marker: marker}
 	node := -1
 	if j.cfg.Nodes > 1 {
@@ -178,7 +237,7 @@ func (j *job) spawn(programPath string, acc access) {
 	for local := range j.cfg.ProcsPerNode {
 		rank := j.cfg.NodeRank*j.cfg.ProcsPerNode + local
 		spec := rankSpec{
-			rank: rank, node: node, host: j.host,
+			rank: rank, node: node, host: j.host, gen: gen,
 			program: programPath, args: j.cfg.Args,
 			env:     rankEnv(common, rank, local, j.cfg.MetricsPort),
 			console: j.console, prefix: !j.cfg.NoPrefix, logDir: j.cfg.LogDir,
@@ -228,7 +287,7 @@ func (j *job) supervise(r *rankProc) {
 			line = blamed
 		}
 	}
-	j.stop(cause{line: line, code: code, local: true}, syscall.SIGTERM)
+	j.stopIn(r.spec.gen, cause{line: line, code: code, local: true, restart: true}, syscall.SIGTERM)
 }
 
 // firstCause is the reason the job stopped, nil if it did not.

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,11 +18,17 @@ import (
 // etcd it needs.
 func startTwoNodes(t *testing.T, job string, args0, args1 []string) (node0, node1 *cellrunProc) {
 	t.Helper()
+	return startTwoNodesWith(t, job, nil, nil, args0, args1)
+}
+
+// startTwoNodesWith is startTwoNodes with more cellrun flags for each node.
+func startTwoNodesWith(t *testing.T, job string, flags0, flags1, args0, args1 []string) (node0, node1 *cellrunProc) {
+	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	token := NewToken()
 	common := []string{"--nnodes", "2", "--job", job, "-n", "2", "--node-timeout", "1s", "--join", token}
-	node0 = startCellrun(t, nil, append(append(common, "--node-rank", "0", "--etcd-serve", addr, bin.rankprog), args0...)...)
-	node1 = startCellrun(t, nil, append(append(common, "--node-rank", "1", "--etcd", addr, bin.rankprog), args1...)...)
+	node0 = startCellrun(t, nil, slices.Concat(common, flags0, []string{"--node-rank", "0", "--etcd-serve", addr, bin.rankprog}, args0)...)
+	node1 = startCellrun(t, nil, slices.Concat(common, flags1, []string{"--node-rank", "1", "--etcd", addr, bin.rankprog}, args1)...)
 	node0.etcdAddr, node0.token = addr, token
 	node1.etcdAddr, node1.token = addr, token
 	return node0, node1

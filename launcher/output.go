@@ -40,9 +40,14 @@ type rankLog struct {
 	err  error // first write error, reported at close
 }
 
-// openRankLog creates (or truncates) dir/rank.N.log.
-func openRankLog(dir string, rank int) (*rankLog, error) {
-	path := filepath.Join(dir, "rank."+strconv.Itoa(rank)+".log")
+// openRankLog creates (or truncates) dir/rank.N.log, or dir/rank.N.gG.log
+// for generation G > 0, so that a restart keeps the log of the failure.
+func openRankLog(dir string, rank, gen int) (*rankLog, error) {
+	name := "rank." + strconv.Itoa(rank)
+	if gen > 0 {
+		name += ".g" + strconv.Itoa(gen)
+	}
+	path := filepath.Join(dir, name+".log")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("--log-dir: log of rank %d: %w", rank, err)

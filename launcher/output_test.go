@@ -43,7 +43,7 @@ func TestPump(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out := &recorder{}
 			c := &console{stdout: out, stderr: io.Discard}
-			logFile, err := openRankLog(t.TempDir(), 7)
+			logFile, err := openRankLog(t.TempDir(), 7, 0)
 			require.NoError(t, err)
 			pump(strings.NewReader(tt.input), c, out, []byte("[7] "), logFile, nil)
 			require.NoError(t, logFile.close())
@@ -75,6 +75,6 @@ func TestPumpsDoNotInterleave(t *testing.T) {
 }
 
 func TestOpenRankLogFails(t *testing.T) {
-	_, err := openRankLog(filepath.Join(t.TempDir(), "missing"), 3)
+	_, err := openRankLog(filepath.Join(t.TempDir(), "missing"), 3, 0)
 	assert.ErrorContains(t, err, "--log-dir: log of rank 3")
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +20,7 @@ const outputGrace = time.Second
 // rankSpec is what it takes to start one rank.
 type rankSpec struct {
 	rank    int
+	gen     int    // the generation it belongs to, 0 before any restart
 	node    int    // shown in descriptions of multi-node jobs, else -1
 	host    string // this machine's name, for descriptions
 	program string
@@ -66,7 +66,7 @@ func (r *rankProc) start() error {
 	s := r.spec
 	var err error
 	if s.logDir != "" {
-		if r.log, err = openRankLog(s.logDir, s.rank); err != nil {
+		if r.log, err = openRankLog(s.logDir, s.rank, s.gen); err != nil {
 			return err
 		}
 	}
@@ -98,7 +98,7 @@ func (r *rankProc) start() error {
 
 	var prefix []byte
 	if s.prefix {
-		prefix = []byte("[" + strconv.Itoa(s.rank) + "] ")
+		prefix = linePrefix(s.rank, s.gen)
 	}
 	r.pumps.Add(2)
 	go func() { defer r.pumps.Done(); pump(outR, s.console, s.console.stdout, prefix, r.log, r.noteLine) }()

@@ -25,10 +25,12 @@ const (
 // program and etcd, joins the other nodes, starts the ranks and supervises
 // them until they have all exited. Their output goes to stdout and stderr.
 //
-// The exit code is 0 when every rank exited 0. When the job stopped early
-// it is the failed rank's code (128+N for signal N), 128+N for a signal
-// cellrun received, or that of the failure another node reported; Run then
-// writes the one line that says why to stderr and returns a nil error. A
+// The exit code is 0 when every rank exited 0 (of the last generation,
+// with MaxRestarts: see restart.go). When the job stopped early, and had
+// no restart left, it is the failed rank's code (128+N for signal N),
+// 128+N for a signal cellrun received, or that of the failure another
+// node reported; Run then writes the one line that says why to stderr and
+// returns a nil error. A
 // non-nil error means the job could not run (ExitUsage for a bad Config,
 // matching ErrUsage; ExitFailure otherwise) or ctx ended; the caller reports
 // it.
@@ -66,8 +68,11 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (int, error)
 			// the stop's doing, not news.
 			j.log.Debug("set-up ended by the stop", "err", err)
 		}
-		c.write(stderr, []byte("cellrun: "+cs.line+"\n"))
+		c.write(stderr, []byte("cellrun: "+j.finalLine(cs.line)+"\n"))
 		return cs.code, nil
+	}
+	if errors.Is(err, ErrUsage) {
+		return ExitUsage, err // found only once the nodes met: they disagree on a flag
 	}
 	if err != nil {
 		return ExitFailure, err
@@ -134,14 +139,18 @@ func (j *job) run() (err error) {
 		defer func() { err = errors.Join(err, j.leaveNodes(g)) }()
 	}
 
-	j.spawn(prog.path, acc)
-	j.ranks.Wait()
-	j.elasticOutcome()
-	j.mergeTraces()
-	// Nothing is left to kill; a running grace period must not cut short
-	// the wait for the other nodes below.
-	j.stopKillTimer()
-	return nil
+	for gen := 0; ; gen++ {
+		j.spawn(prog.path, generationAccess(acc, gen), gen)
+		j.ranks.Wait()
+		j.elasticOutcome()
+		j.mergeTraces(gen)
+		// Nothing is left to kill; a running grace period must not cut
+		// short the wait for the other nodes below.
+		j.stopKillTimer()
+		if !j.restart() {
+			return nil
+		}
+	}
 }
 
 // startEtcd gives how the ranks reach the job (see access), how this
@@ -162,14 +171,14 @@ func (j *job) startEtcd() (access, bootstrap.ClientConfig, func() error, error) 
 	haveToken := j.cfg.JoinToken != ""
 	if haveToken {
 		token, _ = parseToken(j.cfg.JoinToken) // checked by validate
-		acc.secret = token.jobSecret()
+		acc.secret, acc.token = token.jobSecret(), &token
 	}
 	if len(j.cfg.EtcdEndpoints) > 0 {
 		return j.externalEtcd(acc, token, haveToken)
 	}
 	if j.cfg.EtcdServe != "" && !haveToken {
 		token = newToken()
-		acc.secret = token.jobSecret()
+		acc.secret, acc.token = token.jobSecret(), &token
 		j.console.write(j.console.stderr, []byte("cellrun: start the other nodes with --join "+token.String()+
 			" (it is this job's secret: hand it over as you would a password)\n"))
 	}

@@ -14,7 +14,11 @@
 // last bits depend on how the gradients were reduced: over shared memory
 // or tcp, on 2 ranks or 4. --reproducible reduces every element in rank
 // order (collectives.Options.Reproducible): the same hash over any
-// transport for a given number of ranks. --exact sums every gradient
+// transport for a given number of ranks. -checkpoint-dir makes rank 0
+// save the training state every -checkpoint-every steps and every rank
+// resume from it when it is there (see checkpoint.go): under
+// cellrun --max-restarts, a job that lost a rank ends with the weights an
+// uninterrupted run ends with, bit for bit. --exact sums every gradient
 // exactly over the global batch and rounds it once (package
 // collectives/exact, collectives.AllReduceAcc): the same hash on any
 // number of ranks for the same global batch, e.g. -n 1 -batch 64 and
@@ -41,6 +45,8 @@ type config struct {
 	seed                           uint64
 	timeout                        time.Duration
 	reproducible, exact            bool
+	checkpointDir                  string
+	checkpointEvery                int
 }
 
 func main() {
@@ -54,7 +60,13 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "give up after this long")
 	flag.BoolVar(&cfg.reproducible, "reproducible", false, "reduce in a fixed order: the same weights whatever the transport or algorithm")
 	flag.BoolVar(&cfg.exact, "exact", false, "sum gradients exactly: the same weights on any number of ranks for the same global batch (-batch × ranks)")
+	flag.StringVar(&cfg.checkpointDir, "checkpoint-dir", "", "rank 0 saves the training state in `DIR`/checkpoint, and the job resumes from it when it is there")
+	flag.IntVar(&cfg.checkpointEvery, "checkpoint-every", 10, "with -checkpoint-dir: save every `K` steps")
 	flag.Parse()
+	if cfg.checkpointEvery < 1 {
+		fmt.Fprintf(os.Stderr, "train: -checkpoint-every %d: want at least 1 step\n", cfg.checkpointEvery)
+		os.Exit(2)
+	}
 
 	// Cancelling on a signal lets every pending collective return an
 	// error, so the rank exits cleanly when the launcher stops the job.
@@ -86,6 +98,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		return err
 	}
 	gopts.Reproducible = gopts.Reproducible || cfg.reproducible
+	cfg.reproducible = gopts.Reproducible
 	gopts.Exact = cfg.exact
 	g, err := collectives.New(c.P2P(), gopts)
 	if err != nil {
@@ -106,11 +119,16 @@ func train(ctx context.Context, cfg config, g *collectives.Group) error {
 	data := synthetic(cfg.seed, cfg.samples, 16, 4)
 	model := newMLP(cfg.seed+1, data.dim, 64, 32, data.classes)
 
-	// Start from rank 0's weights, as DDP does: here every rank drew the
-	// same ones already, but a real program often loads a checkpoint on
-	// one rank only.
-	if err := collectives.Broadcast(ctx, g, model.params, model.params, 0); err != nil {
-		return fmt.Errorf("broadcast initial weights: %w", err)
+	global := cfg.batch * size
+	steps := data.len() / global
+	if steps == 0 {
+		return fmt.Errorf("%d samples do not make one global batch of %d", data.len(), global)
+	}
+	// Start from rank 0's weights, as DDP does: every rank drew the same
+	// ones already, but rank 0 alone reads the checkpoint.
+	at, err := resume(ctx, cfg, g, model, steps)
+	if err != nil {
+		return err
 	}
 	sync := newGradSync(g, model, cfg.bucket)
 	var exactSync *exactGrads
@@ -118,11 +136,6 @@ func train(ctx context.Context, cfg config, g *collectives.Group) error {
 		exactSync = newExactGrads(model)
 	}
 
-	global := cfg.batch * size
-	steps := data.len() / global
-	if steps == 0 {
-		return fmt.Errorf("%d samples do not make one global batch of %d", data.len(), global)
-	}
 	if rank == 0 {
 		fmt.Printf("training on %d ranks: %d samples, global batch %d, %d steps per epoch, %d gradient buckets\n",
 			size, data.len(), global, steps, len(sync.buckets))
@@ -130,10 +143,13 @@ func train(ctx context.Context, cfg config, g *collectives.Group) error {
 
 	x := make([]float32, cfg.batch*data.dim)
 	y := make([]int, cfg.batch)
-	for epoch := 1; epoch <= cfg.epochs; epoch++ {
+	for epoch := at.epoch; epoch <= cfg.epochs; epoch++ {
 		order := epochOrder(cfg.seed, epoch, data.len())
-		total := 0.0
-		for step := range steps {
+		total, first := 0.0, 0
+		if epoch == at.epoch {
+			total, first = at.totals[rank], at.step
+		}
+		for step := first; step < steps; step++ {
 			// This rank's shard of the global batch.
 			mine := order[step*global+rank*cfg.batch:][:cfg.batch]
 			for i, s := range mine {
@@ -151,6 +167,9 @@ func train(ctx context.Context, cfg config, g *collectives.Group) error {
 					return err
 				}
 				model.step(float32(cfg.lr))
+				if err := at.after(ctx, cfg, g, model, epoch, step+1, steps, total); err != nil {
+					return err
+				}
 				continue
 			}
 			loss, dy := model.lossAndGrad(x, y, cfg.batch)
@@ -168,6 +187,9 @@ func train(ctx context.Context, cfg config, g *collectives.Group) error {
 				return err
 			}
 			model.step(float32(cfg.lr))
+			if err := at.after(ctx, cfg, g, model, epoch, step+1, steps, total); err != nil {
+				return err
+			}
 		}
 
 		// The epoch's loss over the whole dataset: the mean of the ranks'

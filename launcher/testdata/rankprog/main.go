@@ -37,7 +37,11 @@ func main() {
 	dieWithPeer := flag.Bool("die-with-peer", false, "with -block: exit 1 when another rank leaves or dies, as a real program would")
 	spawn := flag.Bool("spawn", false, "start a child process that sleeps, in this rank's process group")
 	sleep := flag.Duration("sleep", 0, "only sleep this long and exit (the mode of -spawn's child)")
+	failGens := flag.Int("fail-generations", -1, "-fail-rank and -kill-rank only act in the first N generations (RDMACELL_RESTART_COUNT < N); -1 for all")
 	flag.Parse()
+	if n, _ := strconv.Atoi(os.Getenv("RDMACELL_RESTART_COUNT")); *failGens >= 0 && n >= *failGens {
+		*failRank, *killRank = -1, -1
+	}
 	if *sleep > 0 {
 		time.Sleep(*sleep)
 		return
@@ -57,6 +61,7 @@ func run(failRank, code, killRank int, block, spawn, ignoreTerm, dieWithPeer boo
 	fmt.Printf("env rank=%s world=%s local=%s localworld=%s job=%s endpoints=%s\n",
 		env("RDMACELL_RANK"), env("RDMACELL_WORLD_SIZE"), env("RDMACELL_LOCAL_RANK"),
 		env("RDMACELL_LOCAL_WORLD_SIZE"), env("RDMACELL_JOB"), env("RDMACELL_ETCD_ENDPOINTS"))
+	fmt.Printf("restart count=%s\n", env("RDMACELL_RESTART_COUNT"))
 	for _, k := range knobs {
 		if v, ok := os.LookupEnv(k); ok {
 			fmt.Printf("knob %s=%s\n", k, v)
