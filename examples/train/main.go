@@ -44,7 +44,7 @@ type config struct {
 	lr                             float64
 	seed                           uint64
 	timeout                        time.Duration
-	reproducible, exact            bool
+	reproducible, exact, elastic   bool
 	checkpointDir                  string
 	checkpointEvery                int
 }
@@ -60,9 +60,14 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "give up after this long")
 	flag.BoolVar(&cfg.reproducible, "reproducible", false, "reduce in a fixed order: the same weights whatever the transport or algorithm")
 	flag.BoolVar(&cfg.exact, "exact", false, "sum gradients exactly: the same weights on any number of ranks for the same global batch (-batch × ranks)")
+	flag.BoolVar(&cfg.elastic, "elastic", false, "when a rank dies, go on with the others (run under cellrun --elastic): they shrink the communicator and share the data among themselves")
 	flag.StringVar(&cfg.checkpointDir, "checkpoint-dir", "", "rank 0 saves the training state in `DIR`/checkpoint, and the job resumes from it when it is there")
 	flag.IntVar(&cfg.checkpointEvery, "checkpoint-every", 10, "with -checkpoint-dir: save every `K` steps")
 	flag.Parse()
+	if cfg.elastic && cfg.checkpointDir != "" {
+		fmt.Fprintln(os.Stderr, "train: -elastic and -checkpoint-dir: choose one way to survive a lost rank")
+		os.Exit(2)
+	}
 	if cfg.checkpointEvery < 1 {
 		fmt.Fprintf(os.Stderr, "train: -checkpoint-every %d: want at least 1 step\n", cfg.checkpointEvery)
 		os.Exit(2)
@@ -104,111 +109,133 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
+	t := &team{world: c, c: c, g: g, gopts: gopts}
 	// Close the group before the communicator: it hands its scratch
 	// memory back to it.
 	defer func() {
-		if gerr := g.Close(); gerr != nil && err == nil {
-			err = gerr
+		if terr := t.close(); terr != nil && err == nil {
+			err = terr
 		}
 	}()
-	return train(ctx, cfg, g)
+	return train(ctx, cfg, t)
 }
 
-func train(ctx context.Context, cfg config, g *collectives.Group) error {
-	rank, size := g.Rank(), g.Size()
+func train(ctx context.Context, cfg config, t *team) error {
 	data := synthetic(cfg.seed, cfg.samples, 16, 4)
 	model := newMLP(cfg.seed+1, data.dim, 64, 32, data.classes)
 
-	global := cfg.batch * size
+	global := cfg.batch * t.size()
 	steps := data.len() / global
 	if steps == 0 {
 		return fmt.Errorf("%d samples do not make one global batch of %d", data.len(), global)
 	}
 	// Start from rank 0's weights, as DDP does: every rank drew the same
 	// ones already, but rank 0 alone reads the checkpoint.
-	at, err := resume(ctx, cfg, g, model, steps)
+	at, err := resume(ctx, cfg, t.g, model, steps)
 	if err != nil {
 		return err
 	}
-	sync := newGradSync(g, model, cfg.bucket)
+	t.sync = newGradSync(t.g, model, cfg.bucket)
 	var exactSync *exactGrads
 	if cfg.exact {
 		exactSync = newExactGrads(model)
 	}
 
-	if rank == 0 {
+	if t.rank() == 0 {
 		fmt.Printf("training on %d ranks: %d samples, global batch %d, %d steps per epoch, %d gradient buckets\n",
-			size, data.len(), global, steps, len(sync.buckets))
+			t.size(), data.len(), global, steps, len(t.sync.buckets))
 	}
 
 	x := make([]float32, cfg.batch*data.dim)
 	y := make([]int, cfg.batch)
+	// step trains on this rank's shard of the global batch at pos of the
+	// epoch's order, and returns its loss.
+	step := func(order []int, pos int) (float64, error) {
+		mine := order[pos+t.rank()*cfg.batch:][:cfg.batch]
+		for i, s := range mine {
+			copy(x[i*data.dim:], data.row(s))
+			y[i] = data.Y[s]
+		}
+		if exactSync != nil {
+			// Each sample's share of the global mean, summed exactly.
+			loss, dy := model.lossAndGrad(x, y, cfg.batch*t.size())
+			for l := len(model.layers) - 1; l >= 0; l-- {
+				dy = model.layers[l].backward(dy, cfg.batch)
+			}
+			if err := exactSync.sync(ctx, t.g, model); err != nil {
+				return 0, err
+			}
+			model.step(float32(cfg.lr))
+			return loss, nil
+		}
+		loss, dy := model.lossAndGrad(x, y, cfg.batch)
+		// Backward, last layer first; each bucket starts averaging as
+		// soon as its layers are done.
+		for l := len(model.layers) - 1; l >= 0; l-- {
+			dy = model.layers[l].backward(dy, cfg.batch)
+			if err := t.sync.layerDone(ctx, l); err != nil {
+				return 0, err
+			}
+		}
+		if err := t.sync.wait(ctx); err != nil {
+			return 0, err
+		}
+		model.step(float32(cfg.lr))
+		return loss, nil
+	}
+
 	for epoch := at.epoch; epoch <= cfg.epochs; epoch++ {
 		order := epochOrder(cfg.seed, epoch, data.len())
-		total, first := 0.0, 0
+		total, done := 0.0, 0
 		if epoch == at.epoch {
-			total, first = at.totals[rank], at.step
+			total, done = at.totals[t.rank()], at.step
 		}
-		for step := first; step < steps; step++ {
-			// This rank's shard of the global batch.
-			mine := order[step*global+rank*cfg.batch:][:cfg.batch]
-			for i, s := range mine {
-				copy(x[i*data.dim:], data.row(s))
-				y[i] = data.Y[s]
-			}
-			if exactSync != nil {
-				// Each sample's share of the global mean, summed exactly.
-				loss, dy := model.lossAndGrad(x, y, global)
-				total += loss
-				for l := len(model.layers) - 1; l >= 0; l-- {
-					dy = model.layers[l].backward(dy, cfg.batch)
-				}
-				if err := exactSync.sync(ctx, g, model); err != nil {
-					return err
-				}
-				model.step(float32(cfg.lr))
-				if err := at.after(ctx, cfg, g, model, epoch, step+1, steps, total); err != nil {
+		// pos is where the next global batch starts in the epoch's order:
+		// the team may shrink, and its batch with it.
+		for pos := done * global; pos+cfg.batch*t.size() <= data.len(); {
+			loss, err := step(order, pos)
+			if err != nil {
+				if pos, err = t.recover(ctx, cfg, model, pos, err); err != nil {
 					return err
 				}
 				continue
 			}
-			loss, dy := model.lossAndGrad(x, y, cfg.batch)
 			total += loss
-
-			// Backward, last layer first; each bucket starts averaging
-			// as soon as its layers are done.
-			for l := len(model.layers) - 1; l >= 0; l-- {
-				dy = model.layers[l].backward(dy, cfg.batch)
-				if err := sync.layerDone(ctx, l); err != nil {
-					return err
-				}
-			}
-			if err := sync.wait(ctx); err != nil {
-				return err
-			}
-			model.step(float32(cfg.lr))
-			if err := at.after(ctx, cfg, g, model, epoch, step+1, steps, total); err != nil {
+			pos += cfg.batch * t.size()
+			done++
+			if err := at.after(ctx, cfg, t.g, model, epoch, done, steps, total); err != nil {
 				return err
 			}
 		}
 
 		// The epoch's loss over the whole dataset: the mean of the ranks'
 		// means, which are over shards of equal size.
-		mean := []float64{total / float64(steps)}
-		if err := collectives.AllReduce(ctx, g, mean, mean, collectives.Avg); err != nil {
-			return fmt.Errorf("average the loss: %w", err)
+		mean := []float64{total / float64(max(done, 1))}
+		for {
+			err := collectives.AllReduce(ctx, t.g, mean, mean, collectives.Avg)
+			if err == nil {
+				break
+			}
+			if _, err = t.recover(ctx, cfg, model, 0, err); err != nil {
+				return fmt.Errorf("average the loss: %w", err)
+			}
+			mean[0] = total / float64(max(done, 1))
 		}
-		if rank == 0 {
+		if t.rank() == 0 {
 			fmt.Printf("epoch %d loss %.4f\n", epoch, mean[0])
 		}
 	}
 
-	hash, err := checkIdentical(ctx, g, model.params)
-	if err != nil {
-		return err
+	for {
+		hash, err := checkIdentical(ctx, t.g, model.params)
+		if err == nil {
+			if t.rank() == 0 {
+				fmt.Printf("weights identical on all %d ranks (hash %#016x)\n", t.size(), hash)
+			}
+			return nil
+		}
+		if _, err = t.recover(ctx, cfg, model, 0, err); err != nil {
+			return err
+		}
 	}
-	if rank == 0 {
-		fmt.Printf("weights identical on all %d ranks (hash %#016x)\n", size, hash)
-	}
-	return nil
 }

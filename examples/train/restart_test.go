@@ -309,3 +309,28 @@ func TestTrainTwoNodesSurvivesKill(t *testing.T) {
 	require.NotNil(t, got, r.stdout)
 	require.Equal(t, m[2], got[2], "the restarted job ends with the uninterrupted run's weights\n%s", r.stdout)
 }
+
+// TestTrainElastic SIGKILLs a random rank at a random step of a job run
+// with -elastic under cellrun --elastic: the survivors shrink, share the
+// data among themselves, say so, and finish with identical weights; the
+// job exits 0.
+func TestTrainElastic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const procs = 4
+	_, took := reference(ctx, t, trainBin, procs, "")
+	args := append([]string{"-elastic"}, restartArgs...)
+	j := startTrain(ctx, trainBin, procs, launcher.Config{Elastic: true}, args...)
+	j.waitOutput(ctx, t, "[0] training on")
+	rank, pid := killRandomRank(t, procs, 0, took/2)
+	j.wait(ctx, t)
+	require.Zero(t, j.code, j.out())
+	require.Regexp(t, fmt.Sprintf(`(?m)^cellrun: rank %d \(pid %d, host [^,]+\) killed by signal 9 \(killed\); the others go on \(--elastic\)$`, rank, pid),
+		j.stderr.String(), j.out())
+	first := 0 // the lowest survivor, rank 0 of the shrunk team
+	if rank == 0 {
+		first = 1
+	}
+	require.Regexp(t, fmt.Sprintf(`(?m)^\[%d\] rank %d died: going on with 3 of 4 ranks from sample \d+ of the epoch$`, first, rank), j.stdout.String(), j.out())
+	require.Regexp(t, fmt.Sprintf(`(?m)^\[%d\] weights identical on all 3 ranks \(hash 0x[0-9a-f]+\)$`, first), j.stdout.String(), j.out())
+}
