@@ -163,6 +163,10 @@ var (
 		[]string{"rank", "kind"}, nil)
 	memoryRegions = prometheus.NewDesc("rdmacell_memory_registered_regions",
 		"Registered regions in use, by kind as rdmacell_memory_registered_bytes.", []string{"rank", "kind"}, nil)
+	hostSegBytes = prometheus.NewDesc("rdmacell_memory_host_segment_bytes",
+		"Host memory this process shares with the other ranks of its host (the collectives' segments).", []string{"rank"}, nil)
+	hostSegs = prometheus.NewDesc("rdmacell_memory_host_segments",
+		"Segments of host memory this process has mapped.", []string{"rank"}, nil)
 	stagingBytes = prometheus.NewDesc("rdmacell_staging_bytes",
 		"Memory of the staging buffers of a direction (send, receive), 0 until first used.", []string{"rank", "dir"}, nil)
 	stagingInUse = prometheus.NewDesc("rdmacell_staging_buffers_in_use",
@@ -300,7 +304,7 @@ func newStatsCollector(w *world) prometheus.Collector { return statsCollector{w}
 // Describe sends the description of every metric the collector serves.
 func (sc statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{opDuration, opFailures.desc, peerInfo, pathState,
-		memoryBytes, memoryRegions, stagingBytes, stagingInUse, trafficCells, trafficBytes} {
+		memoryBytes, memoryRegions, hostSegBytes, hostSegs, stagingBytes, stagingInUse, trafficCells, trafficBytes} {
 		ch <- d
 	}
 	for _, m := range peerMetrics {
@@ -366,6 +370,8 @@ func (sc statsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(memoryBytes, prometheus.GaugeValue, float64(k.bytes), rank, k.kind)
 		ch <- prometheus.MustNewConstMetric(memoryRegions, prometheus.GaugeValue, f64i(k.regions), rank, k.kind)
 	}
+	ch <- prometheus.MustNewConstMetric(hostSegBytes, prometheus.GaugeValue, float64(mem.HostSegmentBytes), rank)
+	ch <- prometheus.MustNewConstMetric(hostSegs, prometheus.GaugeValue, f64i(mem.HostSegments), rank)
 	for _, st := range []struct {
 		dir string
 		s   StagingStats

@@ -7,6 +7,7 @@ import (
 	"github.com/rdmacell/rdmacell/cell"
 	"github.com/rdmacell/rdmacell/cell/driver"
 	"github.com/rdmacell/rdmacell/flight"
+	"github.com/rdmacell/rdmacell/internal/hostseg"
 )
 
 // Stats is a snapshot of what this process's communicators did and hold,
@@ -194,6 +195,11 @@ type MemoryStats struct {
 	// SendStaging and ReceiveStaging are the staging buffers messages in
 	// unregistered memory move through.
 	SendStaging, ReceiveStaging StagingStats
+	// HostSegmentBytes and HostSegments are the host memory this process
+	// shares with the other ranks of its host (the collectives' segments,
+	// one per group of ranks that all share the host).
+	HostSegmentBytes int64
+	HostSegments     int
 }
 
 // StagingStats describes one direction's staging buffers.
@@ -345,6 +351,7 @@ func (w *world) memoryStats() MemoryStats {
 	}
 	w.mem.mu.RUnlock()
 	m.SendStaging, m.ReceiveStaging = w.sendStage.stats(), w.recvStage.stats()
+	m.HostSegmentBytes, m.HostSegments = hostseg.Mapped()
 	return m
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/flight"
+	"github.com/rdmacell/rdmacell/internal/hostseg"
 )
 
 // After known traffic between two ranks, Stats counts exactly the
@@ -186,4 +187,20 @@ func sumOf(v []uint64) uint64 {
 		s += x
 	}
 	return s
+}
+
+// The host memory the process shares is in Stats while it is mapped.
+func TestStatsHostSegments(t *testing.T) {
+	comms := startComms(t, 1, TransportShm, nil)
+	defer closeAll(t, comms)
+	before := comms[0].Stats().Memory
+	seg, err := hostseg.Create(1 << 20)
+	require.NoError(t, err)
+	m := comms[0].Stats().Memory
+	require.Equal(t, before.HostSegments+1, m.HostSegments)
+	require.Equal(t, before.HostSegmentBytes+1<<20, m.HostSegmentBytes)
+	require.NoError(t, seg.Close())
+	m = comms[0].Stats().Memory
+	require.Equal(t, before.HostSegments, m.HostSegments)
+	require.Equal(t, before.HostSegmentBytes, m.HostSegmentBytes)
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"strconv"
 	"strings"
 
@@ -30,6 +31,15 @@ import (
 )
 
 const sizeSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+
+// mapped counts the process's mappings and their bytes, for its stats.
+var mapped struct{ bytes, segments atomic.Int64 }
+
+// Mapped is the memory of the segments this process has mapped now, and
+// how many there are.
+func Mapped() (bytes int64, segments int) {
+	return mapped.bytes.Load(), int(mapped.segments.Load())
+}
 
 // Segment is one mapping of a shared segment.
 type Segment struct {
@@ -106,6 +116,8 @@ func mapFile(name string, f *os.File, size int) (*Segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("hostseg: map %s: %w", name, err)
 	}
+	mapped.bytes.Add(int64(len(b)))
+	mapped.segments.Add(1)
 	return &Segment{name: name, f: f, b: b}, nil
 }
 
@@ -143,6 +155,8 @@ func (s *Segment) Close() error {
 	if s.b == nil {
 		return nil
 	}
+	mapped.bytes.Add(-int64(len(s.b)))
+	mapped.segments.Add(-1)
 	err := unix.Munmap(s.b)
 	s.b = nil
 	return errors.Join(err, s.f.Close())
