@@ -21,9 +21,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync/atomic"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
