@@ -349,9 +349,12 @@ func (g *Group) execute(op *operation) error {
 			Err: fmt.Errorf("%w by an earlier operation: %w", ErrGroupFailed, g.failed)}
 	}
 	x := &g.x
-	x.h = g.record(op)
+	x.h = 0
 	var err error
 	if !g.decided && g.size > 1 {
+		// The set-up's waits are the operation's: it is recorded before
+		// its algorithm is known.
+		x.h = g.record(op, "")
 		g.hier = planHierarchy(g)
 		if err = g.share(op.ctx); err != nil {
 			err = &OpError{Rank: g.rank, Op: op.kind.String(), Seq: op.seq, Step: -1, Peer: -1, Err: err}
@@ -360,10 +363,20 @@ func (g *Group) execute(op *operation) error {
 	}
 	if err == nil {
 		x.begin(op)
+		if g.rec != nil {
+			if x.h == 0 {
+				x.h = g.record(op, op.algo.String())
+			} else {
+				g.rec.SetAlgorithm(x.h, op.algo.String())
+			}
+			if s := g.shm; s != nil {
+				s.rec, s.h = g.rec, x.h
+			}
+		}
 		err = x.exec()
 		x.end()
 	}
-	if g.rec != nil {
+	if g.rec != nil && x.h != 0 {
 		g.rec.End(x.h, err)
 	}
 	if err != nil && !x.aligned {
@@ -379,13 +392,13 @@ func (g *Group) execute(op *operation) error {
 	return err
 }
 
-// record begins op's record in the flight recorder.
-func (g *Group) record(op *operation) flight.Handle {
+// record begins op's record in the flight recorder, if there is one.
+func (g *Group) record(op *operation, algo string) flight.Handle {
 	if g.rec == nil {
 		return 0
 	}
 	esize := max(op.dt.size(), 1)
-	return g.rec.Begin(&flight.Op{Comm: g.cid, Seq: op.seq, Name: op.kind.String(), DType: op.dt.String(),
+	return g.rec.Begin(&flight.Op{Comm: g.cid, Seq: op.seq, Name: op.kind.String(), Algorithm: algo, DType: op.dt.String(),
 		Count: int64(op.count), Bytes: int64(op.count * esize)})
 }
 

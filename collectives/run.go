@@ -71,12 +71,6 @@ func (x *run) begin(op *operation) {
 	}
 	x.hash = x.fp.hash()
 	x.base = dataTagBase(&x.fp, x.hash)
-	if r := x.g.rec; r != nil {
-		r.SetAlgorithm(x.h, op.algo.String())
-	}
-	if s := x.g.shm; s != nil {
-		s.rec, s.h = x.g.rec, x.h
-	}
 }
 
 func (x *run) end() {
