@@ -168,7 +168,16 @@ func New(n int, traffic func() Traffic) *Recorder {
 	if n <= 0 {
 		n = DefaultSize
 	}
-	return &Recorder{traffic: traffic, base: time.Now(), ring: make([]Op, n), start: make([]Traffic, n), next: 1}
+	r := &Recorder{traffic: traffic, base: time.Now(), ring: make([]Op, n), start: make([]Traffic, n), next: 1}
+	// Touch every page now: the ring is fresh memory, and faulting it in
+	// one page at a time would cost the first operations of a process
+	// (measured: an 8-byte AllReduce of four processes on two cores
+	// 1.6 times slower over its first thousand operations).
+	for i := range r.ring {
+		r.ring[i].Peer = -1
+		r.start[i].Reposts = 0
+	}
+	return r
 }
 
 // OnFailure makes r call f with a copy of each operation that ends in
