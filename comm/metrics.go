@@ -27,7 +27,7 @@ import (
 // its size class, see flight.SizeClassName). The Go runtime's metrics
 // (go_*) are served beside them. The process collector (process_*) is
 // not, and the text is not compressed: each cost a scrape more CPU than
-// the rank's own metrics (bench/metrics-cost.md), which a rank spinning on
+// the rank's own metrics (bench/RESULTS.md, "Seeing inside a job"), which a rank spinning on
 // a processor it shares pays for; a node exporter has the process's
 // numbers.
 
