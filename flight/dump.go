@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -116,28 +117,15 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 	*o = Op{ID: j.ID, Comm: j.Comm, Seq: j.Seq, Name: j.Name, Algorithm: j.Algorithm, DType: j.DType,
 		Count: j.Count, Bytes: j.Bytes, Start: j.Start, End: j.End, Err: j.Err,
 		Step: j.Step, Peer: j.Peer}
-	switch j.State {
-	case "running":
-		o.State = Running
-	case "done":
-		o.State = Done
-	case "failed":
-		o.State = Failed
-	default:
+	st := slices.Index(stateNames[:], j.State)
+	if st < 0 {
 		return fmt.Errorf("flight: operation %d: unknown state %q", j.ID, j.State)
 	}
-	switch j.Dir {
-	case "":
-		o.Dir = NoWait
-	case "send":
-		o.Dir = Send
-	case "recv":
-		o.Dir = Recv
-	case "memory":
-		o.Dir = Memory
-	default:
+	dir := slices.Index(dirNames[:], j.Dir)
+	if dir < 0 {
 		return fmt.Errorf("flight: operation %d: unknown direction %q", j.ID, j.Dir)
 	}
+	o.State, o.Dir = State(st), Dir(dir)
 	for _, p := range j.Peers {
 		o.addPeer(p)
 	}
