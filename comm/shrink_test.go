@@ -3,6 +3,7 @@ package comm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -126,4 +127,28 @@ func BenchmarkShrink(b *testing.B) {
 			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/shrink")
 		})
 	}
+}
+
+// A decision read from the store is checked: distinct ranks of the job,
+// or an error, never a panic.
+func FuzzDecodeRanks(f *testing.F) {
+	for _, s := range []string{"0,1,2", "3", "", "1,1", "-1", "0,,1", "99999999999999999999"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rs, err := decodeRanks(b, 16)
+		if err != nil {
+			return
+		}
+		seen := map[int]bool{}
+		for _, r := range rs {
+			if r < 0 || r >= 16 || seen[r] {
+				t.Fatalf("%q decoded to %v", b, rs)
+			}
+			seen[r] = true
+		}
+		if again, err := decodeRanks(encodeRanks(rs), 16); err != nil || !slices.Equal(again, rs) {
+			t.Fatalf("%v does not round-trip: %v, %v", rs, again, err)
+		}
+	})
 }

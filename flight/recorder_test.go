@@ -149,3 +149,40 @@ func BenchmarkRecordOperation(b *testing.B) {
 		r.End(h, nil)
 	}
 }
+
+// A trace file is read from disk, perhaps another version's or damaged:
+// any input decodes to an operation or an error, never a panic, and what
+// decodes encodes again to the same operation.
+func FuzzOpJSON(f *testing.F) {
+	r := New(4, nil)
+	h := r.Begin(&Op{Comm: 1, Seq: 2, Name: "AllReduce", Count: 3, Bytes: 12})
+	r.Wait(h, 1, 2, Memory)
+	r.End(h, errors.New("x"))
+	seed, err := r.Ops()[0].MarshalJSON()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add([]byte(`{"state":"running","peers":[1,2,3,4,5,6,7,8,9,10],"path_cells":[1,2,3,4,5,6,7,8,9]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var o Op
+		if o.UnmarshalJSON(b) != nil {
+			return
+		}
+		out, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Op
+		if err := back.UnmarshalJSON(out); err != nil {
+			t.Fatalf("%s does not decode again: %v", out, err)
+		}
+		if !back.Start.Equal(o.Start) || !back.End.Equal(o.End) {
+			t.Fatalf("times changed: %s", out)
+		}
+		back.Start, back.End = o.Start, o.End
+		if back != o {
+			t.Fatalf("%+v became %+v", o, back)
+		}
+	})
+}
