@@ -23,7 +23,11 @@
 //   - [Job.Barrier]: a named, reusable barrier;
 //   - [Job.Departures]: liveness. The lease is the signal: a rank whose lease
 //     ends is reported as a [*RankDeadError], one that called [Job.Close] as a
-//     [*RankExitedError].
+//     [*RankExitedError];
+//   - [Job.Note], [Job.Notes], [Job.WaitNotes], [Job.GatherNotes]: a value per
+//     rank and name that every rank sees (stall reports, Shrink's arrivals),
+//     which a launcher follows with [WatchNotes] and writes with [PutNote];
+//   - [Job.Decide]: the first proposal for a name stands, for every rank.
 //
 // Nothing on the data path needs the store: once the connection info is
 // exchanged the job keeps running if etcd goes away; only failure detection
@@ -42,6 +46,8 @@
 //	member/<rank>/exit           clean-exit marker: the lease id it ends (no lease)
 //	barrier/<rank>/<gen>/<name>  arrival of a rank at a barrier generation (its lease)
 //	p2p/<to>/<from>/<key>        a value published by rank from for rank to (its lease)
+//	note/<rank>/<name>           a rank's note, -1 the launcher's (its lease; the launcher's none)
+//	decision/<name>              a decision of the job (no lease)
 //
 // Everything a rank owns lives under its lease, so a dead rank leaves nothing
 // behind but its slot; the last rank to exit cleanly deletes the whole prefix.

@@ -111,6 +111,23 @@
 // completion arrives (salvage): the slot's sequence number and checksum
 // say it landed whole.
 //
+// The survivors of a death may go on without the dead rank: Shrink gives
+// each of them the same communicator of the live ranks, agreed through
+// the bootstrap (shrink.go).
+//
+// # Watching
+//
+// Every operation of the collectives is recorded in the process's flight
+// recorder (Recorder, package flight). A watchdog (watchdog.go) ends a
+// collective or a message that has waited longer than Options.Timeout
+// with a *TimeoutError, and asks every rank of the job, once a wait has
+// lasted Options.StallReport, what it is doing (stall.go): the finding
+// names the rank that has not entered the operation, or who waits for whom
+// on which path. With Options.TraceDir each rank writes its recorder there
+// when an operation fails, the watchdog fires, any rank asks
+// (RequestTrace) and it closes; with Options.MetricsAddr it serves Stats as
+// Prometheus metrics (metrics.go).
+//
 // Close says goodbye to every peer and waits, at most CloseTimeout, for
 // theirs, then releases every connection, region and shared-memory
 // segment and leaves the job.
