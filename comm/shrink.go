@@ -48,7 +48,7 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 			live = append(live, r)
 		}
 	}
-	decided, err := w.job.Decide(ctx, name, encodeRanks(live))
+	decided, err := w.job.Decide(ctx, name, []byte(rankNames(live)))
 	if err != nil {
 		return fail(err)
 	}
@@ -92,9 +92,7 @@ func shrinkID(parent, seq uint64) uint64 {
 	return id
 }
 
-func encodeRanks(rs []int) []byte { return []byte(rankNames(rs)) }
-
-// rankNames is "0,2,3".
+// rankNames is "0,2,3", how a decision lists ranks.
 func rankNames(rs []int) string {
 	parts := make([]string, len(rs))
 	for i, r := range rs {

@@ -147,7 +147,7 @@ func FuzzDecodeRanks(f *testing.F) {
 			}
 			seen[r] = true
 		}
-		if again, err := decodeRanks(encodeRanks(rs), 16); err != nil || !slices.Equal(again, rs) {
+		if again, err := decodeRanks([]byte(rankNames(rs)), 16); err != nil || !slices.Equal(again, rs) {
 			t.Fatalf("%v does not round-trip: %v, %v", rs, again, err)
 		}
 	})

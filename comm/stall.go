@@ -168,34 +168,15 @@ func (w *world) status(round int) flight.Status {
 	return st
 }
 
-// paths describes the connections to p.
+// paths describes the connections to p, from its Stats.
 func (p *peer) paths() flight.PeerPaths {
-	pp := flight.PeerPaths{Peer: p.rank}
-	p.mu.Lock()
-	links := [...]struct {
-		name string
-		l    link
-	}{{"control", p.ctl}, {"bulk", p.bulk}}
-	p.mu.Unlock()
-	for _, x := range links {
-		dl, ok := x.l.(driverLink)
-		if !ok {
-			continue
-		}
-		ls := flight.LinkStatus{Name: x.name}
-		if err := dl.c.Err(); err != nil {
-			ls.Err = err.Error()
-		}
-		for i, ps := range dl.c.Stats().Paths {
-			state := strings.ToLower(ps.State.String())
-			switch {
-			case ps.Dead:
-				state = "dead"
-			case ps.Resetting:
-				state = "resetting"
-			}
-			ls.Paths = append(ls.Paths, flight.PathStatus{Path: i, State: state, Attempts: uint64(ps.Gen),
-				Outstanding: ps.Cells, SRTT: ps.SRTT})
+	st := p.stats()
+	pp := flight.PeerPaths{Peer: p.rank, Err: st.Err}
+	for _, l := range st.Links {
+		ls := flight.LinkStatus{Name: l.Name}
+		for _, ps := range l.Paths {
+			ls.Paths = append(ls.Paths, flight.PathStatus{Path: ps.Index, State: ps.State, Attempts: ps.Resets,
+				Outstanding: ps.OutstandingCells, SRTT: ps.SRTT})
 		}
 		pp.Links = append(pp.Links, ls)
 	}

@@ -217,9 +217,13 @@ func (w *world) timeOut(op *flight.Op, age time.Duration) {
 	w.mu.Lock()
 	c := w.comms[op.Comm]
 	w.mu.Unlock()
-	err := &TimeoutError{Rank: w.rank, What: describeOp(op, w.commRanks(op.Comm)), Waited: age,
+	var ranks []int
+	if c != nil {
+		ranks = c.ranks
+	}
+	err := &TimeoutError{Rank: w.rank, What: describeOp(op, ranks), Waited: age,
 		Timeout: w.opts.Timeout, Cause: w.stallCause()}
-	w.log.Error("comm: " + strings.TrimPrefix(err.Error(), "comm: "))
+	w.log.Error(err.Error())
 	if c != nil {
 		c.poisonOrdered(err)
 	}

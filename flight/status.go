@@ -48,9 +48,11 @@ type CommStatus struct {
 	Paths []PeerPaths `json:"paths,omitempty"`
 }
 
-// PeerPaths is the state of the paths to one peer.
+// PeerPaths is the state of the paths to one peer; Err is why
+// operations with it fail, "" while it works.
 type PeerPaths struct {
 	Peer  int          `json:"peer"`
+	Err   string       `json:"err,omitempty"`
 	Links []LinkStatus `json:"links"`
 }
 
@@ -58,7 +60,6 @@ type PeerPaths struct {
 // paths.
 type LinkStatus struct {
 	Name  string       `json:"name"`
-	Err   string       `json:"err,omitempty"`
 	Paths []PathStatus `json:"paths"`
 }
 
@@ -66,8 +67,9 @@ type LinkStatus struct {
 type PathStatus struct {
 	Path  int    `json:"path"`
 	State string `json:"state"` // "up", "resetting", "dead", ...
-	// Attempts counts the resets of the path that failed and started
-	// over; Outstanding the cells posted on it without a token yet.
+	// Attempts counts the incarnations of the path's QPs: resets
+	// completed or started over; Outstanding the cells posted on it
+	// without a token yet.
 	Attempts    uint64        `json:"attempts,omitempty"`
 	Outstanding int           `json:"outstanding,omitempty"`
 	SRTT        time.Duration `json:"srtt"`
@@ -231,11 +233,10 @@ func pathsPhrase(c *CommStatus, peer int) string {
 			continue
 		}
 		var parts []string
+		if pp.Err != "" {
+			parts = append(parts, "failed: "+pp.Err)
+		}
 		for _, l := range pp.Links {
-			if l.Err != "" {
-				parts = append(parts, fmt.Sprintf("%s connection failed: %s", l.Name, l.Err))
-				continue
-			}
 			for _, p := range l.Paths {
 				if p.State == "up" {
 					continue

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rdmacell/rdmacell/collectives"
 	"github.com/rdmacell/rdmacell/comm"
+	"github.com/rdmacell/rdmacell/flight"
 )
 
 // team is the ranks that train together: the communicator, its group and
@@ -66,7 +67,7 @@ func (t *team) recover(ctx context.Context, cfg config, model *mlp, pos int, err
 		}
 		if t.rank() == 0 {
 			fmt.Printf("rank %s died: going on with %d of %d ranks from sample %d of the epoch\n",
-				joinRanks(lost), sub.Size(), old.Size(), at)
+				flight.FormatRanks(lost), sub.Size(), old.Size(), at)
 		}
 		return at, nil
 	}
@@ -104,15 +105,4 @@ func lostRanks(c, sub *comm.Comm) []int {
 		}
 	}
 	return lost
-}
-
-func joinRanks(rs []int) string {
-	s := ""
-	for i, r := range rs {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprint(r)
-	}
-	return s
 }
