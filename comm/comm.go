@@ -241,9 +241,6 @@ func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte, poo
 		return nil, err
 	}
 	p.mu.Unlock()
-	// The pump waits on the oldest range of each stream, which the post
-	// may just have added.
-	p.wake()
 	return h, nil
 }
 

@@ -125,14 +125,15 @@ func (w *world) dialLinks(ctx context.Context, p *peer) (ctl, bulk link, err err
 	for i, key := range dialKeys {
 		wg.Go(func() {
 			c, err := driver.Dial(ctx, driver.Config{
-				Peer:     fmt.Sprintf("rank %d %s", p.rank, key[len("comm/"):]),
-				Device:   w.devs[p.dev],
-				PD:       w.mem.pds[p.dev],
-				Paths:    w.opts.Paths,
-				Policy:   string(w.opts.Policy),
-				CellSize: w.opts.CellSize,
-				Counters: &w.traffic,
-				Logger:   w.logger("cell"),
+				Peer:       fmt.Sprintf("rank %d %s", p.rank, key[len("comm/"):]),
+				Device:     w.devs[p.dev],
+				PD:         w.mem.pds[p.dev],
+				Paths:      w.opts.Paths,
+				Policy:     string(w.opts.Policy),
+				CellSize:   w.opts.CellSize,
+				Counters:   &w.traffic,
+				OnComplete: p.linkEvent,
+				Logger:     w.logger("cell"),
 			}, storeExchange{job: w.job, peer: p.rank, key: key})
 			if err == nil {
 				links[i] = driverLink{c}

@@ -149,3 +149,49 @@ func TestIdleParks(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagesDoNotWakePumps exchanges messages, small (eager) and large
+// (RTS, CTS and bulk ranges): a completed range is acted on by the
+// progress goroutine of the link that found it, and a post by its
+// caller, so the peers' pumps sleep through the whole exchange. Each
+// message woke a pump twice when the pump waited on the ranges.
+func TestMessagesDoNotWakePumps(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			const rounds = 50
+			comms := startComms(t, 2, tr, nil)
+			ctx := bounded(t)
+			for _, n := range []int{8, 256 << 10} {
+				bufs := [2][]byte{make([]byte, n), make([]byte, n)}
+				exchange := func(k int) {
+					done := make(chan error, 1)
+					go func() {
+						for range k {
+							if _, err := comms[1].Recv(ctx, 0, 1, bufs[1]); err != nil {
+								done <- err
+								return
+							}
+							if err := comms[1].Send(ctx, 0, 1, bufs[1]); err != nil {
+								done <- err
+								return
+							}
+						}
+						done <- nil
+					}()
+					for range k {
+						require.NoError(t, comms[0].Send(ctx, 1, 1, bufs[0]))
+						_, err := comms[0].Recv(ctx, 1, 1, bufs[0])
+						require.NoError(t, err)
+					}
+					require.NoError(t, <-done)
+				}
+				exchange(1) // connects
+				before := [2]uint64{comms[0].w.peers[1].wakes.Load(), comms[1].w.peers[0].wakes.Load()}
+				exchange(rounds)
+				woke := comms[0].w.peers[1].wakes.Load() - before[0] + comms[1].w.peers[0].wakes.Load() - before[1]
+				t.Logf("%d round trips of %d bytes: the pumps woke %d times", rounds, n, woke)
+				assert.Less(t, woke, uint64(rounds/5), "pump wake-ups over %d round trips of %d bytes", rounds, n)
+			}
+		})
+	}
+}

@@ -43,14 +43,6 @@ type op interface {
 	Test() (done bool, n int, err error)
 }
 
-// doneOf is the completion channel of o, nil (never ready) for no op.
-func doneOf(o op) <-chan struct{} {
-	if o == nil {
-		return nil
-	}
-	return o.Done()
-}
-
 // isDone reports whether o has completed.
 func isDone(o op) bool {
 	select {

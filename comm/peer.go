@@ -177,10 +177,12 @@ func (p *peer) cancelWhereLocked(err error, match func(*Handle) bool) {
 	}
 }
 
-// run is the peer's progress goroutine. It acts on completed ranges in
-// stream order, posts what can be posted, and otherwise waits on the
-// oldest range of each queue and on its kick channel: an idle peer blocks
-// in select and costs no CPU.
+// run is the peer's pump: it acts on completed ranges in stream order,
+// posts what can be posted, and does what needs no lock of the peer held
+// (spreading a failure or an abort), then waits for its kick channel: an
+// idle peer blocks there and costs no CPU. Ranges that complete are acted
+// on by their link's progress goroutine (linkEvent), so a message moves
+// without waking the pump; a post, a failure or Close kicks it.
 func (p *peer) run() {
 	defer close(p.exited)
 	for {
@@ -198,19 +200,6 @@ func (p *peer) run() {
 			p.mu.Unlock()
 			return
 		}
-		var cr, cs, br, bs <-chan struct{}
-		if !p.down {
-			cr = doneOf(p.rops[p.rseq%ctlSlots])
-			if p.sdone != p.sseq {
-				cs = doneOf(p.sslots[p.sdone%ctlSlots].op)
-			}
-			if p.brecvF.len() > 0 {
-				br = doneOf(p.brecvF.front().op)
-			}
-			if p.bsendF.len() > 0 {
-				bs = doneOf(p.bsendF.front().op)
-			}
-		}
 		fail, abort := p.failPending, p.abortPending
 		p.failPending, p.abortPending = nil, nil
 		p.mu.Unlock()
@@ -224,15 +213,25 @@ func (p *peer) run() {
 			continue
 		}
 		p.parked.Store(true)
-		select {
-		case <-cr:
-		case <-cs:
-		case <-br:
-		case <-bs:
-		case <-p.kick:
-		}
+		<-p.kick
 		p.parked.Store(false)
 		p.wakes.Add(1)
+	}
+}
+
+// linkEvent is the links' OnComplete: ranges completed, and their
+// driver's progress goroutine acts on them here at once, as the pump
+// would, sparing the message a hand-off to the pump. What must happen
+// outside the peer's lock (spreading a failure or an abort) and stopping
+// are left to the pump.
+func (p *peer) linkEvent() {
+	p.mu.Lock()
+	p.reapLocked()
+	p.progressLocked()
+	handoff := p.stop || p.failPending != nil || p.abortPending != nil
+	p.mu.Unlock()
+	if handoff {
+		p.wake()
 	}
 }
 

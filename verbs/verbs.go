@@ -89,6 +89,18 @@ type WriteWatcher interface {
 	OnRemoteWrite(f func())
 }
 
+// A Corker is a QP whose provider pays a system call per write to the
+// wire (tcp). Between Cork and Uncork the requests posted to it are
+// queued, not written; Uncork writes them, in order, together. A consumer
+// that posts several requests in one round of its progress (a token, a
+// grant, the next cell) corks the QP for the round, so that the round
+// costs one write instead of one per request. Requests posted by other
+// goroutines meanwhile wait for the Uncork too, so a cork must be short.
+type Corker interface {
+	Cork()
+	Uncork()
+}
+
 // QP is a reliable connected queue pair.
 type QP interface {
 	// Num is the QP number, unique within its device.

@@ -37,6 +37,12 @@ type SendFlags uint8
 const (
 	// Signaled asks for a completion when the request succeeds.
 	Signaled SendFlags = 1 << iota
+	// Relaxed says the requester does not wait for the completion of a
+	// Signaled request: it may come late, as long as it comes. An RNIC
+	// ignores it; a provider that pays for each acknowledgement on the
+	// wire (tcp) sends this one with its next frame or after a short
+	// delay instead of by itself at once.
+	Relaxed
 )
 
 // SGE is a scatter-gather element: Length bytes at virtual address Addr of

@@ -63,7 +63,7 @@ func (c *Conn) SendAt(addr uint64, lkey uint32, n int64) (*Op, error) {
 	// progress goroutine's next round.
 	c.pollGrantsLocked(now)
 	c.drainLocked()
-	c.kickLocked()
+	c.postedLocked()
 	return o, nil
 }
 
@@ -81,6 +81,6 @@ func (c *Conn) RecvAt(addr uint64, rkey uint32, n int64) (*Op, error) {
 		return nil, err
 	}
 	c.drainLocked()
-	c.kickLocked()
+	c.postedLocked()
 	return o, nil
 }

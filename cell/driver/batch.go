@@ -109,8 +109,10 @@ func writeRingRecord[T any](c *Conn, q, slot int, r ring, put func([]byte, T), r
 func (a *actor) Failed(err error) { (*Conn)(a).failLocked(err) }
 
 func (a *actor) Event(ev *cell.Event) {
-	if o := (*Conn)(a).ops.take(ev.Tag); o != nil {
+	c := (*Conn)(a)
+	if o := c.ops.take(ev.Tag); o != nil {
 		o.complete(ev.Len, ev.Err)
+		c.completed = true
 	}
 }
 
@@ -177,7 +179,7 @@ func (c *Conn) spliceTailLocked(post *cell.Post) *verbs.SendWR {
 // (flags wrWatched) is signaled and watched until it completes, since
 // nothing else would notice a path that swallows it (see
 // watchRecordsLocked); a final (wrBell) is followed by a bell once it
-// has landed.
+// has landed, so only a grant's completion may be Relaxed.
 func (c *Conn) writeRecordLocked(q, st, n, remote int, flags uint64) {
 	watch := flags&wrWatched != 0
 	p := c.paths[q]
@@ -196,6 +198,11 @@ func (c *Conn) writeRecordLocked(q, st, n, remote int, flags uint64) {
 	if watch {
 		c.wr.ID |= flags
 		c.wr.Flags = verbs.Signaled
+		if flags&wrBell == 0 {
+			// Only the watch waits for a grant's completion, and it
+			// waits a soft timeout: let the acknowledgement ride.
+			c.wr.Flags |= verbs.Relaxed
+		}
 	} else if p.writes%signalEvery == 0 {
 		c.wr.Flags = verbs.Signaled
 	}

@@ -56,6 +56,15 @@ type Config struct {
 	// and resets paths. Several connections may share one, for a view of
 	// a whole process that costs a few atomic additions per cell.
 	Counters *Counters
+	// OnComplete, if set, is called after Ops completed: by the progress
+	// goroutine, without the connection's lock, once per round in which
+	// any did (those completed inside Send and Recv included). It runs the
+	// caller's reaction where the completion was found instead of waking
+	// another goroutine to wait for Done, which costs a hand-off per
+	// message. It must not block for long and must not call Close, which
+	// waits for the progress goroutine; Ops that Abort or Close fail are
+	// not reported through it, since their caller knows.
+	OnComplete func()
 	// Logger receives path resets and failures at debug and warn level
 	// (default slog.Default()), and every batch of the engine's outputs
 	// at LevelTrace, if it takes that level.

@@ -32,6 +32,10 @@ type Conn struct {
 	peerRing  ringInfo
 	paths     []*path
 	qpns      []uint32 // the data QPs' numbers, by path
+	// corkers are the paths' QPs that can hold a round's writes and write
+	// them together (verbs.Corker), corked while the progress goroutine
+	// acts on what it found (see corked).
+	corkers []verbs.Corker
 
 	// life ends when the connection ends; it stops the reset workers.
 	life    context.Context
@@ -72,11 +76,17 @@ type Conn struct {
 	// Waking the progress goroutine: while waiting says it waits in the
 	// CQ, a kick ends the waiter's wait; kicked records a wake-up that
 	// came while it was not waiting.
-	waiter   *waiter
-	waiting  bool
-	kicked   bool
-	parked   bool
-	counters counters
+	waiter  *waiter
+	waiting bool
+	kicked  bool
+	parked  bool
+	// posts counts the ranges posted, so that the progress goroutine,
+	// which decided to park while none was in flight, sees one posted
+	// before it parked (see wait); completed says Ops completed since
+	// OnComplete was last called.
+	posts     uint64
+	completed bool
+	counters  counters
 	// landed is set, without c.mu, when the provider reports a record
 	// landed in the rings (see onLanded); landings counts them. inWait
 	// says the progress goroutine waits in the CQ.

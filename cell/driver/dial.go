@@ -132,6 +132,9 @@ func (c *Conn) build() (*setupInfo, error) {
 			return nil, fail(fmt.Sprintf("create qp of path %d", i), err)
 		}
 		p := &path{idx: i, qp: q, qpn: q.Num(), refill: make([]verbs.RecvWR, r.eng.RecvDepth)}
+		if k, ok := q.(verbs.Corker); ok {
+			c.corkers = append(c.corkers, k)
+		}
 		p.Tokens.Init(c.ring[c.lay.tokenOff(i, 0):c.lay.tokenOff(i+1, 0)], c.lay.window, r.eng.RecvDepth)
 		p.records.init(r.maxSendWR())
 		c.paths = append(c.paths, p)

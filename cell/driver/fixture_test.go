@@ -118,6 +118,12 @@ func newPairWith(t testing.TB, p provider, cfg Config, wrap bool) *pair {
 // no more goroutines run than before.
 func dialPair(t testing.TB, before int, a, b *end, cfg Config) *pair {
 	t.Helper()
+	return dialPairEach(t, before, a, b, cfg, cfg)
+}
+
+// dialPairEach is dialPair with a configuration for each end.
+func dialPairEach(t testing.TB, before int, a, b *end, cfgA, cfgB Config) *pair {
+	t.Helper()
 	pr := &pair{a: a, b: b}
 	t.Cleanup(func() {
 		for _, e := range []*end{pr.a, pr.b} {
@@ -146,11 +152,12 @@ func dialPair(t testing.TB, before int, a, b *end, cfg Config) *pair {
 		peer string
 		x    Exchanger
 		err  *error
-	}{{pr.a, "B", xa, &errA}, {pr.b, "A", xb, &errB}} {
+		cfg  Config
+	}{{pr.a, "B", xa, &errA, cfgA}, {pr.b, "A", xb, &errB, cfgB}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := cfg
+			c := side.cfg
 			c.Peer, c.Device, c.PD = side.peer, side.e.dev, side.e.pd
 			side.e.conn, *side.err = Dial(ctx, c, side.x)
 		}()

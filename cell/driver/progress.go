@@ -58,9 +58,11 @@ func (c *Conn) run() {
 	backoff := minBackoff
 	for {
 		landed := c.landed.Swap(false) // the step below looks at the rings
+		c.cork()
 		c.mu.Lock()
 		if c.err != nil {
 			c.mu.Unlock()
+			c.uncork()
 			return
 		}
 		c.holdsDue = c.holdsDue || landed
@@ -70,7 +72,11 @@ func (c *Conn) run() {
 		active := c.ops.sends > 0 || c.recordsOutLocked() || c.ctlOutLocked()
 		recvs := c.ops.recvs > 0
 		deadline := c.deadline
+		posts := c.posts
+		done := c.takeCompletedLocked()
 		c.mu.Unlock()
+		c.report(done)
+		c.uncork()
 
 		if work {
 			last, backoff = time.Now(), minBackoff
@@ -84,7 +90,7 @@ func (c *Conn) run() {
 					d = max(min(d, time.Duration(deadline-c.now())), time.Microsecond)
 				}
 			}
-			c.wait(d, true)
+			c.wait(d, true, posts)
 			last, backoff = time.Now(), minBackoff
 			if !recvs {
 				c.mu.Lock()
@@ -103,7 +109,7 @@ func (c *Conn) run() {
 			d = min(d, time.Duration(deadline-c.now()))
 		}
 		if d > 0 {
-			c.wait(d, false)
+			c.wait(d, false, posts)
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
@@ -204,13 +210,15 @@ func (c *Conn) pathOf(qpn uint32) int {
 
 // wait blocks in the CQ for at most d (no limit if 0), until a completion
 // comes, a caller kicks or the connection ends; park says the connection
-// rests meanwhile. Completions it
-// receives are handled before it returns. Waiting in the CQ rather than
-// sleeping matters: on some providers (shm) a goroutine polling its CQ is
-// what executes the peer's requests that need this end.
-func (c *Conn) wait(d time.Duration, park bool) {
+// rests meanwhile, which it decided when posts ranges had been posted: a
+// range posted since ends the wait before it begins, since Send and Recv
+// kick only a parked connection. Completions it receives are handled in
+// a round of progress before it returns. Waiting in the CQ rather than sleeping matters: on
+// some providers (shm) a goroutine polling its CQ is what executes the
+// peer's requests that need this end.
+func (c *Conn) wait(d time.Duration, park bool, posts uint64) {
 	c.mu.Lock()
-	if c.kicked || c.err != nil {
+	if c.kicked || c.err != nil || (park && c.posts != posts) {
 		c.kicked = false
 		c.mu.Unlock()
 		return
@@ -234,13 +242,49 @@ func (c *Conn) wait(d time.Duration, park bool) {
 	n, _ := c.cq.Wait(ctx, c.waitWCs)
 	c.inWait.Store(false)
 	c.waiter.disarm()
+	c.cork()
+	defer c.uncork()
 	c.mu.Lock()
 	c.waiting, c.parked = false, false
 	if n > 0 && c.err == nil {
+		// A whole round, rings included: an arrival's tail is in its
+		// ring, and the range it completes is then reported, and
+		// answered, before the cork lets the arrival's token go.
 		c.completionsLocked(c.now(), c.waitWCs[:n])
-		c.drainLocked()
+		c.stepLocked()
 	}
+	done := c.takeCompletedLocked()
 	c.mu.Unlock()
+	c.report(done)
+}
+
+// cork holds the writes of a round of progress (tokens, grants, the
+// cells that follow, what OnComplete posts) so that each path writes them
+// together at uncork: on tcp one system call instead of one per record.
+func (c *Conn) cork() {
+	for _, k := range c.corkers {
+		k.Cork()
+	}
+}
+
+func (c *Conn) uncork() {
+	for _, k := range c.corkers {
+		k.Uncork()
+	}
+}
+
+func (c *Conn) takeCompletedLocked() bool {
+	done := c.completed
+	c.completed = false
+	return done
+}
+
+// report calls OnComplete if done says Ops completed. It is called
+// without c.mu, since OnComplete posts ranges.
+func (c *Conn) report(done bool) {
+	if done && c.cfg.OnComplete != nil {
+		c.cfg.OnComplete()
+	}
 }
 
 // onLanded is called by a provider whose regions are write watchers (tcp)
@@ -259,6 +303,20 @@ func (c *Conn) onLanded() {
 	c.landed.Store(true)
 	if c.inWait.Load() {
 		c.waiter.end(context.Canceled)
+	}
+}
+
+// postedLocked is what Send and Recv do after posting a range: wake the
+// progress goroutine if it must see the range at once. A parked one waits
+// with no bound and would not time the range's cells; a spinning provider
+// (shm) finds what the range brings back sooner if the spin starts again;
+// OnComplete reports from the progress goroutine what posting completed.
+// A goroutine waiting with a back-off on another provider is woken by
+// what the range brings back, and a kick would only cost it a wake-up.
+func (c *Conn) postedLocked() {
+	c.posts++
+	if c.parked || c.spin || c.completed {
+		c.kickLocked()
 	}
 }
 

@@ -84,6 +84,7 @@ func (c *Conn) admitLocked() {
 			}
 			if err != nil {
 				r.op.complete(0, err)
+				c.completed = true
 			}
 			*r = queued{}
 			*q = (*q)[1:]
@@ -94,6 +95,9 @@ func (c *Conn) admitLocked() {
 // failAllLocked completes every range in flight or queued with err; the
 // QPs are closed already.
 func (c *Conn) failAllLocked(err error) {
+	if c.ops.live()+len(c.sendQ)+len(c.recvQ) > 0 {
+		c.completed = true
+	}
 	c.ops.failAll(err)
 	for _, q := range [2]*[]queued{&c.sendQ, &c.recvQ} {
 		for i := range *q {

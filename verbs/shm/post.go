@@ -76,7 +76,7 @@ func (q *QP) checkSend(wr *verbs.SendWR) error {
 		return fmt.Errorf("%w: qp %d: send wr %d has opcode %v", verbs.ErrInvalidArgument, q.num, wr.ID, wr.Opcode)
 	case len(wr.SGL) > q.cfg.MaxSGE:
 		return fmt.Errorf("%w: qp %d: send wr %d has %d SGEs, QP allows %d", verbs.ErrInvalidArgument, q.num, wr.ID, len(wr.SGL), q.cfg.MaxSGE)
-	case wr.Flags&^verbs.Signaled != 0:
+	case wr.Flags&^(verbs.Signaled|verbs.Relaxed) != 0:
 		return fmt.Errorf("%w: qp %d: send wr %d has unknown flags %#x", verbs.ErrInvalidArgument, q.num, wr.ID, wr.Flags)
 	case sgeLen(wr.SGL) > maxMessage:
 		return fmt.Errorf("%w: qp %d: send wr %d of %d bytes, at most %d", verbs.ErrInvalidArgument, q.num, wr.ID, sgeLen(wr.SGL), maxMessage)

@@ -13,8 +13,9 @@ import (
 // the same system call), so the responder writes one by itself only when
 // it must. What the requester asked for decides when:
 //
-//   - flagAckLazy (the last of a batch of unsignaled requests): with the
-//     next frame written, or after ackDelay.
+//   - flagAckLazy (the last of a batch of unsignaled requests, and any
+//     request posted verbs.Relaxed): with the next frame written, or
+//     after ackDelay.
 //   - flagAckReq on a WRITE: the requester's completion waits for it, so
 //     before the receiver next makes a system call. A stream of signaled
 //     requests read in one readv is acknowledged once, and a lone one

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmacell/rdmacell/verbs"
@@ -67,6 +68,9 @@ type Device struct {
 	// ackDelay is the package's ackDelay; tests lengthen it before the
 	// device has QPs, to take the timer out of what they count.
 	ackDelay time.Duration
+	// writes and requestWrites count the batches its connections wrote
+	// (see Writes).
+	writes, requestWrites atomic.Uint64
 
 	mu      sync.Mutex
 	closed  bool
@@ -145,6 +149,18 @@ func Open(opts Options) (*Device, error) {
 	d.wg.Add(1)
 	go d.acceptLoop()
 	return d, nil
+}
+
+// WriteCounts are the batches a device's connections wrote to the wire,
+// each one writev unless it was larger than the socket took at once, and
+// how many of them carried requests; the others carried acknowledgements
+// or other control frames alone. On this provider a consumer pays per
+// write, so they say what a message costs it.
+type WriteCounts struct{ Batches, WithRequests uint64 }
+
+// Writes returns the device's write counts so far.
+func (d *Device) Writes() WriteCounts {
+	return WriteCounts{Batches: d.writes.Load(), WithRequests: d.requestWrites.Load()}
 }
 
 // Provider implements verbs.Device.

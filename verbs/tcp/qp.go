@@ -134,6 +134,7 @@ type QP struct {
 	lostLink *link
 	sq       sendQueue
 	armed    bool // ackTimer is pending
+	corked   bool // posts wait for Uncork (see Cork)
 	// rnrWait is set while the peer says the oldest requests wait for a
 	// receive: a live responder that is not ready, not a silent one.
 	rnrWait bool

@@ -160,6 +160,10 @@ func (l *link) flush(block bool) (done bool, err error) {
 		if len(vec) == 0 {
 			return !more, nil
 		}
+		l.qp.d.writes.Add(1)
+		if end > start {
+			l.qp.d.requestWrites.Add(1)
+		}
 		if block {
 			if err := l.write(vec); err != nil {
 				return false, err
@@ -192,9 +196,9 @@ func (l *link) appendFrames(vec [][]byte, start, end uint64, pressed bool) [][]b
 			h.typ = frameSend
 		}
 		switch {
-		case s.signaled || (seq == end-1 && pressed):
+		case s.signaled && !s.relaxed || (seq == end-1 && pressed):
 			h.flags = flagAckReq
-		case seq == end-1:
+		case seq == end-1 || s.relaxed:
 			h.flags = flagAckLazy
 		}
 		encodeHeader(s.hdr[:], &h)

@@ -14,6 +14,7 @@ type sendSlot struct {
 	id       uint64
 	op       verbs.Opcode
 	signaled bool
+	relaxed  bool         // its acknowledgement may come lazily
 	status   verbs.Status // a local error found at post time, else success
 	raddr    uint64
 	rkey     uint32
@@ -80,9 +81,10 @@ func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 		q.failLocalLocked()
 	}
 	posted := q.sq.tail != tail
+	corked := q.corked
 	q.mu.Unlock()
 	switch {
-	case !posted || l == nil:
+	case !posted || l == nil || corked:
 	case inline:
 		// Written from this goroutine when the socket takes it at once:
 		// no hand-off to the sender on the way to the wire.
@@ -91,6 +93,37 @@ func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
 		l.wake()
 	}
 	return wr, err
+}
+
+// Cork implements verbs.Corker: requests posted until Uncork are queued,
+// not written.
+func (q *QP) Cork() {
+	q.mu.Lock()
+	q.corked = true
+	q.mu.Unlock()
+}
+
+// Uncork implements verbs.Corker: what was posted since Cork goes to the
+// wire, written from this goroutine as PostSend would have written it, or
+// by the sender goroutine when requests are streaming.
+func (q *QP) Uncork() {
+	q.mu.Lock()
+	if !q.corked {
+		q.mu.Unlock()
+		return
+	}
+	q.corked = false
+	pending := q.sq.sent != q.sq.tail && q.state == verbs.StateRTS
+	inline := q.sq.sent-q.sq.head <= inlineInFlight
+	l := q.link
+	q.mu.Unlock()
+	switch {
+	case !pending || l == nil:
+	case inline:
+		l.post()
+	default:
+		l.wake()
+	}
 }
 
 func (q *QP) checkSendLocked(wr *verbs.SendWR) error {
@@ -102,7 +135,7 @@ func (q *QP) checkSendLocked(wr *verbs.SendWR) error {
 	if len(wr.SGL) > q.cfg.maxSGE {
 		return fmt.Errorf("%w: qp %d: send wr %d has %d SGEs, QP allows %d", verbs.ErrInvalidArgument, q.qpn, wr.ID, len(wr.SGL), q.cfg.maxSGE)
 	}
-	if wr.Flags&^verbs.Signaled != 0 {
+	if wr.Flags&^(verbs.Signaled|verbs.Relaxed) != 0 {
 		return fmt.Errorf("%w: qp %d: send wr %d has unknown flags %#x", verbs.ErrInvalidArgument, q.qpn, wr.ID, wr.Flags)
 	}
 	if q.sq.tail-q.sq.head == uint64(len(q.sq.slots)) {
@@ -117,6 +150,7 @@ func (q *QP) enqueueLocked(wr *verbs.SendWR) {
 	s := q.sq.slot(q.sq.tail)
 	q.sq.tail++
 	s.id, s.op, s.signaled = wr.ID, wr.Opcode, wr.Flags&verbs.Signaled != 0
+	s.relaxed = wr.Flags&verbs.Relaxed != 0
 	s.raddr, s.rkey, s.imm = wr.RemoteAddr, wr.RKey, wr.Imm
 	if wr.Opcode == verbs.OpSend {
 		s.raddr, s.rkey = 0, 0

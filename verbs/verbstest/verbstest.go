@@ -31,6 +31,7 @@ var cases = []testCase{
 	{"Write/64MiB", testWriteLarge},
 	{"Write/TooManySGEs", testWriteTooManySGEs},
 	{"Write/SignaledOnly", testSignaledOnly},
+	{"Write/Relaxed", testRelaxed},
 	{"WriteImm/ConsumesReceive", testWriteImmConsumesReceive},
 	{"WriteImm/RNRRetryExceeded", testRNRRetryExceeded},
 	{"WriteImm/RNRRecovers", testRNRRecovers},

@@ -133,3 +133,32 @@ func testSignaledOnly(t *testing.T, p Provider) {
 	requireNoWC(t, a.send, "send CQ after the last signaled WRITE")
 	requireBytes(t, src.Bytes()[:1000], dst.Bytes()[:1000], "written bytes")
 }
+
+// testRelaxed posts signaled WRITEs marked Relaxed, some alone and some
+// in a chain with plain ones: each still completes, in order, with its
+// data in place, though nothing the peer writes comes to carry an early
+// acknowledgement.
+func testRelaxed(t *testing.T, p Provider) {
+	e := newEnv(t, p)
+	a, _ := e.pair(verbs.QPConfig{})
+	src := e.region(0, 4096, verbs.AccessLocalWrite)
+	dst := e.region(1, 4096, remoteRW)
+	fill(src.Bytes(), 5)
+	lone := write(0, src, 0, 64, dst, 0)
+	lone.Flags |= verbs.Relaxed
+	post(t, a, lone)
+	requireOK(t, waitWC(t, a.send, "a lone relaxed WRITE"), 0, verbs.OpWrite, a.Num())
+	var wrs []*verbs.SendWR
+	for i := 1; i < 5; i++ {
+		wr := write(uint64(i), src, i*64, 64, dst, i*64)
+		if i%2 == 1 {
+			wr.Flags |= verbs.Relaxed
+		}
+		wrs = append(wrs, wr)
+	}
+	post(t, a, chain(wrs...))
+	for i, wc := range waitWCs(t, a.send, len(wrs), "a chain of relaxed and plain WRITEs") {
+		requireOK(t, wc, uint64(i+1), verbs.OpWrite, a.Num())
+	}
+	requireBytes(t, src.Bytes()[:320], dst.Bytes()[:320], "written bytes")
+}
