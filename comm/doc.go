@@ -87,11 +87,17 @@
 //
 // # Progress
 //
-// One goroutine per peer acts on completed ranges in stream order and
-// posts what can be posted; posting a message does the same at once in
-// the caller's goroutine. With nothing to do it blocks in select, as the
-// driver's progress goroutines park in their completion queues: an idle
-// communicator uses no CPU.
+// A completed range is acted on, in stream order, by the progress
+// goroutine of the cell connection that found it (the driver's
+// OnComplete), and posting a message does the same at once in the
+// caller's goroutine, so a message wakes only the goroutine that waits
+// for it. Within that round the driver holds its writes (verbs.Corker),
+// so the token of an arrival, the grant of the slot reposted for it and
+// what the peer's protocol answers leave in one write. One goroutine per
+// peer, the pump, does what must not run under the peer's lock (spreading
+// a failure or an abort) and otherwise blocks: an idle communicator uses
+// no CPU, as the driver's progress goroutines park in their completion
+// queues.
 //
 // # Failures
 //

@@ -43,7 +43,15 @@
 // nothing, unless the provider says when they land (a verbs.WriteWatcher
 // region, such as tcp's: a landing ends the wait); with nothing in flight
 // it parks in the CQ and costs no CPU until a completion arrives or a
-// range is posted.
+// range is posted. Posting kicks it only out of a park (or a spin), where
+// it would not time the range's cells.
+//
+// Ops that complete are reported to Config.OnComplete from that
+// goroutine, after the round that completed them, so that the caller
+// reacts where the completion was found instead of in a goroutine woken
+// for it. On providers that pay per write (a verbs.Corker QP: tcp) the
+// paths are corked for the round: its tokens and records, and what
+// OnComplete posts in reply, leave in one write per path.
 //
 // # Rings
 //
@@ -52,7 +60,8 @@
 // formats of package cell; a range's tail is a WRITE spliced into its last
 // cell's chain, before the WRITE_WITH_IMM. Token writes are unsignaled
 // (one in signalEvery is signaled, so that an RNIC can retire the others);
-// the other records are signaled, and a path on which one does not
+// the other records are signaled (grants verbs.Relaxed: only the watch
+// below waits for their completion), and a path on which one does not
 // complete within its soft timeout is given up, so that the engine writes
 // it again elsewhere. Finals, holds and hold acks are followed by a bell
 // on the control QP, which wakes a peer that rests. Each ring is read only
