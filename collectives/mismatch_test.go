@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,6 +139,46 @@ func TestMismatch(t *testing.T) {
 				f32.allReduce(t, w, 5, Sum, false)
 			})
 		}
+	}
+}
+
+// TestMismatchEverySize has the last rank call another count, over
+// world sizes that are powers of two (the exchange pairs ranks) and ones
+// that are not (Bruck's pattern): every rank names it, and the group
+// goes on.
+func TestMismatchEverySize(t *testing.T) {
+	for _, n := range []int{2, 3, 5, 6, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, n, Options{})
+			ctx := testCtx(t)
+			errs := w.run(func(r int, g *Group) error { return allReduceF32(pick(r == n-1, 7, 6), Sum)(ctx, g) })
+			for r, err := range errs {
+				var me *MismatchError
+				require.ErrorAs(t, err, &me, "rank %d", r)
+				require.Equal(t, []int{n - 1}, me.Odd, "rank %d: %v", r, err)
+			}
+			require.Zero(t, w.mem.Pending())
+			suiteOf("float32").allReduce(t, w, 5, Sum, false)
+		})
+	}
+}
+
+// TestVerifyPartnersAreTheData: with a power-of-two world, an 8-byte
+// AllReduce (recursive doubling) and its fingerprint exchange talk to the
+// same log2(n) peers, so a rank connects to no more; Bruck's exchange
+// would add log2(n)-1 others.
+func TestVerifyPartnersAreTheData(t *testing.T) {
+	const n = 16
+	w := newWorldOn(t, n, false, func(int) Options { return Options{} })
+	suiteOf("float64").allReduce(t, w, 1, Sum, false)
+	for r := range n {
+		want := []int{}
+		for d := 1; d < n; d *= 2 {
+			want = append(want, r^d)
+		}
+		slices.Sort(want)
+		require.Equal(t, want, w.mem.Peers(r), "rank %d's peers", r)
 	}
 }
 

@@ -46,9 +46,9 @@ func (x *run) shDisagree() error {
 		return x.fail(0, -1, "", err)
 	}
 	for i := range s.n {
-		copy(buf[i*fpSize:], s.fp((s.me+i)%s.n, s.step))
+		copy(buf[i*fpSize:], s.fp(i, s.step))
 	}
-	return x.disagree(buf)
+	return x.disagree(buf, 0)
 }
 
 // shChunkBytes is the pipelining unit for pieces of at most limit bytes,

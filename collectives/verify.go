@@ -7,10 +7,14 @@ import (
 	"github.com/rdmacell/rdmacell/flight"
 )
 
-// verify is the fingerprint exchange that starts every operation: a Bruck
-// all-gather of each rank's 32-byte record, ceil(log2 n) rounds, in which
-// round k sends the records gathered so far to rank-2^k and receives as
-// many from rank+2^k. Its pattern does not depend on the operation, so
+// verify is the fingerprint exchange that starts every operation: an
+// all-gather of each rank's 32-byte record in ceil(log2 n) rounds. With n
+// a power of two, round k swaps the records gathered so far with rank
+// XOR 2^k, the partners of recursive doubling and halving-doubling, so a
+// small AllReduce talks to no peer its data does not (each peer is a
+// connection); otherwise it is Bruck's, round k sending to rank-2^k and
+// receiving as many from rank+2^k. Its pattern does not depend on the
+// operation, so
 // ranks that called different collectives, or the same one with different
 // arguments, all complete it, all see every record, and all fail with the
 // same report; no rank is left waiting for a message that will not come.
@@ -21,6 +25,9 @@ func (x *run) verify() error {
 	buf, err := x.g.sc.buf(bufVerify, n*fpSize)
 	if err != nil {
 		return x.fail(-1, -1, "", err)
+	}
+	if n&(n-1) == 0 {
+		return x.verifyPairs(buf)
 	}
 	x.fp.put(buf[:fpSize])
 	for d, round := 1, 0; d < n; d, round = 2*d, round+1 {
@@ -46,28 +53,66 @@ func (x *run) verify() error {
 			return x.failVerify(round, to, "send", err)
 		}
 	}
-	mine := buf[:fpSize]
-	for i := 1; i < n; i++ {
+	return x.compare(buf, r)
+}
+
+// verifyPairs is verify for a power-of-two n: after round k a rank holds
+// the records of its aligned block of 2^(k+1) ranks, buf[i] rank i's.
+func (x *run) verifyPairs(buf []byte) error {
+	n, r := x.g.size, x.g.rank
+	x.fp.put(buf[r*fpSize:])
+	for d, round := 1, 0; d < n; d, round = 2*d, round+1 {
+		peer, lo := r^d, r&^(d-1)
+		plo := lo ^ d
+		tag := tagVerify | uint64(round)
+		rq, err := x.g.p.Irecv(peer, tag, buf[plo*fpSize:(plo+d)*fpSize])
+		if err != nil {
+			return x.failVerify(round, peer, "receive", err)
+		}
+		sq, err := x.g.p.Isend(peer, tag, buf[lo*fpSize:(lo+d)*fpSize])
+		if err != nil {
+			return x.failVerify(round, peer, "send", err)
+		}
+		x.waiting(-1, peer, flight.Recv)
+		if got, err := rq.Wait(x.ctx); err != nil {
+			return x.failVerify(round, peer, "receive", err)
+		} else if got != d*fpSize {
+			return x.failVerify(round, peer, "receive", fmt.Errorf("got %d bytes of fingerprints, want %d", got, d*fpSize))
+		}
+		x.waiting(-1, peer, flight.Send)
+		if _, err := sq.Wait(x.ctx); err != nil {
+			return x.failVerify(round, peer, "send", err)
+		}
+	}
+	return x.compare(buf, 0)
+}
+
+// compare checks the gathered records against this rank's: buf[i] is
+// rank (i+first) mod n's.
+func (x *run) compare(buf []byte, first int) error {
+	n, r := x.g.size, x.g.rank
+	mine := buf[mod(r-first, n)*fpSize:][:fpSize]
+	for i := range n {
 		if !bytes.Equal(buf[i*fpSize:(i+1)*fpSize], mine) {
-			return x.disagree(buf)
+			return x.disagree(buf, first)
 		}
 	}
 	return nil
 }
 
-// disagree decodes the records (buf[i] is rank r+i's) into the error.
-func (x *run) disagree(buf []byte) error {
-	n, r := x.g.size, x.g.rank
+// disagree decodes the records (buf[i] is rank first+i's) into the error.
+func (x *run) disagree(buf []byte, first int) error {
+	n := x.g.size
 	recs := make([]fingerprint, n)
 	aligned := true
 	for i := range n {
-		recs[(r+i)%n] = getFingerprint(buf[i*fpSize:])
-		if recs[(r+i)%n].seq != x.fp.seq {
+		recs[(first+i)%n] = getFingerprint(buf[i*fpSize:])
+		if recs[(first+i)%n].seq != x.fp.seq {
 			aligned = false
 		}
 	}
 	x.aligned = aligned
-	e := disagreement(r, x.fp, recs)
+	e := disagreement(x.g.rank, x.fp, recs)
 	e.Seq = x.op.seq
 	return e
 }

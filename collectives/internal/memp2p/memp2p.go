@@ -51,6 +51,7 @@ type link struct {
 	mu    sync.Mutex
 	sends []*Request
 	recvs []*Request
+	used  atomic.Bool // a message was sent on it
 }
 
 // New returns a world of n ranks.
@@ -86,6 +87,18 @@ func (w *World) Hosts(names ...string) *World {
 
 // Size is the number of ranks.
 func (w *World) Size() int { return w.n }
+
+// Peers returns the ranks rank has sent a message to: over a transport
+// that connects on demand, those it connected to.
+func (w *World) Peers(rank int) []int {
+	var peers []int
+	for dst := range w.n {
+		if w.links[rank*w.n+dst].used.Load() {
+			peers = append(peers, dst)
+		}
+	}
+	return peers
+}
 
 // Sent counts the messages sent so far, by every rank.
 func (w *World) Sent() int64 { return w.sent.Load() }
@@ -170,6 +183,7 @@ func (e *Endpoint) Isend(peer int, tag uint64, buf []byte) (comm.Request, error)
 	e.w.sent.Add(1)
 	r := e.get(true, peer, tag, buf)
 	l := &e.w.links[e.rank*e.w.n+peer]
+	l.used.Store(true)
 	l.mu.Lock()
 	if len(l.recvs) > 0 {
 		rv := pop(&l.recvs)
