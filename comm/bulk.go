@@ -41,6 +41,10 @@ func (p *peer) askLocked() {
 
 // askChunkLocked asks for h's next chunk; false means it has to wait.
 func (p *peer) askChunkLocked(h *Handle) bool {
+	if p.bulk == nil {
+		p.startBulkLocked()
+		return false
+	}
 	n := h.total - h.issued
 	if !h.zero {
 		if h.inflight >= maxChunkDepth {
@@ -115,6 +119,10 @@ func (p *peer) bulkReceivedLocked() {
 // postBulkSendsLocked answers CTSs in order, as far as ranges and staging
 // buffers allow.
 func (p *peer) postBulkSendsLocked() {
+	if p.bsendQ.len() > 0 && p.bulk == nil {
+		p.startBulkLocked()
+		return
+	}
 	for p.bsendQ.len() > 0 && p.bsendF.len() < maxBulkRanges && !p.down {
 		x := p.bsendQ.front()
 		h := x.h

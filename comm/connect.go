@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
 	"github.com/rdmacell/rdmacell/cell/driver"
@@ -25,9 +24,11 @@ import (
 // it is the first the other end reads, whatever was posted before the
 // connection came up.
 
-// dialKeys are the bootstrap keys of a peer's two connections; the first
-// is the one answerDials watches for.
-var dialKeys = [2]string{"comm/ctl", "comm/bulk"}
+// ctlKey is the bootstrap key of a peer's control connection, which
+// answerDials watches for. The bulk connection is dialed only once a
+// message needs it (startBulkLocked), and its setup crosses over the
+// control connection.
+const ctlKey = "comm/ctl"
 
 // connectLocked starts connecting to p unless that is done or under way,
 // or p has failed.
@@ -44,7 +45,7 @@ func (p *peer) connectLocked() {
 // answerDials connects to each peer that connects to this rank.
 func (w *world) answerDials() {
 	defer w.wg.Done()
-	for r := range w.job.Published(dialKeys[0]) {
+	for r := range w.job.Published(ctlKey) {
 		p := w.peers[r]
 		p.mu.Lock()
 		p.connectLocked()
@@ -52,12 +53,13 @@ func (w *world) answerDials() {
 	}
 }
 
-// dial sets up p's two connections and starts their streams.
+// dial sets up p's control connection and starts its stream, and the
+// bulk connection's dial if a message already needs it.
 func (w *world) dial(p *peer) {
 	defer w.dials.Done()
 	ctx, cancel := context.WithTimeout(w.dialCtx, w.opts.RendezvousTimeout)
 	defer cancel()
-	ctl, bulk, err := w.dialLinks(ctx, p)
+	ctl, err := w.dialLink(ctx, p, ctlKey, storeExchange{job: w.job, peer: p.rank, key: ctlKey})
 	p.mu.Lock()
 	p.dialing = false
 	if err == nil && (p.stop || p.down) {
@@ -65,21 +67,64 @@ func (w *world) dial(p *peer) {
 	}
 	if err != nil {
 		p.mu.Unlock()
-		for _, l := range []link{ctl, bulk} {
-			if l != nil {
-				_ = l.close()
-			}
+		if ctl != nil {
+			_ = ctl.close()
 		}
 		w.dialFailed(p, err)
 		return
 	}
-	p.ctl, p.bulk = ctl, bulk
+	p.ctl = ctl
 	for s := uint64(0); s < ctlSlots && err == nil; s++ {
 		err = p.postCtlRecvLocked(s)
 	}
 	if err != nil {
 		p.linkFailedLocked(fmt.Errorf("post control receives: %w", err))
 	} else {
+		if p.wantBulk {
+			p.startBulkLocked()
+		}
+		p.progressLocked()
+	}
+	p.mu.Unlock()
+	p.wake()
+}
+
+// startBulkLocked makes sure p's bulk connection is up or coming: a
+// message too large for the control stream (an RTS, sent or received)
+// needs it. A job of small messages never dials it, and each of its
+// peers costs one connection's QPs instead of two. Both ends start the
+// dial on the same RTS, so it needs no announcement. The stream's ranges
+// wait until it is up.
+func (p *peer) startBulkLocked() {
+	p.wantBulk = true
+	if p.bulk != nil || p.bulkDialing || p.ctl == nil || p.self || p.down || p.err != nil || p.stop {
+		return
+	}
+	p.bulkDialing = true
+	p.w.dials.Add(1)
+	go p.w.dialBulk(p)
+}
+
+// dialBulk sets up p's bulk connection. A dial that fails is a link
+// failure, whose cause the bootstrap is asked for as for a failed link.
+func (w *world) dialBulk(p *peer) {
+	defer w.dials.Done()
+	ctx, cancel := context.WithTimeout(w.dialCtx, w.opts.RendezvousTimeout)
+	defer cancel()
+	bulk, err := w.dialLink(ctx, p, "comm/bulk", bulkExchange{p})
+	p.mu.Lock()
+	p.bulkDialing = false
+	switch {
+	case p.stop || p.down:
+		p.mu.Unlock()
+		if bulk != nil {
+			_ = bulk.close()
+		}
+		return
+	case err != nil:
+		p.linkFailedLocked(fmt.Errorf("connect the bulk stream over %s: %w", p.dev, err))
+	default:
+		p.bulk = bulk
 		p.progressLocked()
 	}
 	p.mu.Unlock()
@@ -111,41 +156,60 @@ func (w *world) dialFailed(p *peer, err error) {
 	w.failPeer(p, &PeerError{Rank: p.rank, Host: p.host, PID: p.pid, Err: err}, false)
 }
 
-// dialLinks dials the control and the bulk connection to p at once.
-func (w *world) dialLinks(ctx context.Context, p *peer) (ctl, bulk link, err error) {
+// dialLink dials p's connection named key, swapping its setup through x.
+func (w *world) dialLink(ctx context.Context, p *peer, key string, x driver.Exchanger) (link, error) {
+	p.mu.Lock()
 	if p.slots == nil {
+		var err error
 		if p.slots, err = w.mem.alloc(2*ctlSlots*slotSize, false); err != nil {
-			return nil, nil, fmt.Errorf("control slots for rank %d: %w", p.rank, err)
+			p.mu.Unlock()
+			return nil, fmt.Errorf("control slots for rank %d: %w", p.rank, err)
 		}
 		p.slotLKey, p.slotRKey = p.slots.mrs[p.dev].LKey(), p.slots.mrs[p.dev].RKey()
 	}
-	var links [2]link
-	var errs [2]error
-	var wg sync.WaitGroup
-	for i, key := range dialKeys {
-		wg.Go(func() {
-			c, err := driver.Dial(ctx, driver.Config{
-				Peer:       fmt.Sprintf("rank %d %s", p.rank, key[len("comm/"):]),
-				Device:     w.devs[p.dev],
-				PD:         w.mem.pds[p.dev],
-				Paths:      w.opts.Paths,
-				Policy:     string(w.opts.Policy),
-				CellSize:   w.opts.CellSize,
-				Counters:   &w.traffic,
-				OnComplete: p.linkEvent,
-				Logger:     w.logger("cell"),
-			}, storeExchange{job: w.job, peer: p.rank, key: key})
-			if err == nil {
-				links[i] = driverLink{c}
-			}
-			errs[i] = err
-		})
+	p.mu.Unlock()
+	c, err := driver.Dial(ctx, driver.Config{
+		Peer:       fmt.Sprintf("rank %d %s", p.rank, key[len("comm/"):]),
+		Device:     w.devs[p.dev],
+		PD:         w.mem.pds[p.dev],
+		Paths:      w.opts.Paths,
+		Policy:     string(w.opts.Policy),
+		CellSize:   w.opts.CellSize,
+		Counters:   &w.traffic,
+		OnComplete: p.linkEvent,
+		Logger:     w.logger("cell"),
+	}, x)
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	if err := errors.Join(errs[:]...); err != nil {
-		return links[0], links[1], err
+	return driverLink{c}, nil
+}
+
+// bulkExchange swaps the bulk connection's setup with the peer over the
+// control stream: a pair once connected needs the bootstrap no more,
+// though its bulk connection is dialed only when a message first needs
+// it.
+type bulkExchange struct{ p *peer }
+
+func (x bulkExchange) Exchange(ctx context.Context, local []byte) ([]byte, error) {
+	p := x.p
+	if len(local) > eagerMax {
+		return nil, fmt.Errorf("bulk connection setup of %d bytes, more than a control message holds", len(local))
 	}
-	return links[0], links[1], nil
+	p.mu.Lock()
+	p.pend.push(ctlItem{h: header{kind: kindSetup}, payload: append([]byte(nil), local...)})
+	p.progressLocked()
+	p.mu.Unlock()
+	select {
+	case <-p.bulkSetupIn:
+	case <-p.downCh:
+		return nil, errors.New("the control connection went down")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.bulkSetup, nil
 }
 
 // storeExchange swaps a connection's setup information with the peer

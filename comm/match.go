@@ -160,6 +160,9 @@ func (p *peer) incomingLocked(h *header, payload []byte) {
 	m := p.newMsgLocked()
 	m.kind, m.tag, m.id, m.n = h.kind, h.tag, h.id, int(h.length)
 	m.reg = h.flags&flagRegistered != 0
+	if m.kind == kindRTS {
+		p.startBulkLocked() // its bytes come over the bulk stream
+	}
 	if _, closed := p.w.closedCtx.Load(h.ctx); closed {
 		p.refuseLocked(m, nil)
 		p.freeMsgLocked(m)
@@ -262,6 +265,7 @@ func (p *peer) postSendLocked(s *Handle) {
 		if s.reg != nil {
 			h.flags |= flagRegistered
 		}
+		p.startBulkLocked() // the receiver's CTSs will ask for its bytes there
 		p.tx[s.id] = s
 		p.pend.push(ctlItem{h: h, handle: s})
 	}

@@ -133,7 +133,7 @@ func TestProcessMetrics(t *testing.T) {
 		for _, m := range second["rdmacell_path_state"].GetMetric() {
 			inState[label(m, "link")+"/"+label(m, "path")] += m.GetGauge().GetValue()
 		}
-		require.Equal(t, map[string]float64{"control/0": 1, "control/1": 1, "bulk/0": 1, "bulk/1": 1}, inState)
+		require.Equal(t, map[string]float64{"control/0": 1, "control/1": 1}, inState)
 	}
 	for _, p := range procs {
 		p.send(t, "stop")
@@ -195,7 +195,8 @@ func checkLabels(t *testing.T, fs families, rank int) {
 		require.Equal(t, strconv.Itoa(1-rank), label(m, "peer"), "only the other rank is connected")
 		seen[label(m, "link")+"/"+label(m, "path")] = true
 	}
-	require.Equal(t, map[string]bool{"control/0": true, "control/1": true, "bulk/0": true, "bulk/1": true}, seen)
+	// Small messages only: the bulk connection is never dialed.
+	require.Equal(t, map[string]bool{"control/0": true, "control/1": true}, seen)
 	h := fs["rdmacell_op_duration_seconds"]
 	require.Equal(t, dto.MetricType_HISTOGRAM, h.GetType())
 	for _, m := range h.GetMetric() {

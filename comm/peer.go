@@ -45,7 +45,14 @@ type peer struct {
 	linkErr error
 	goneErr error // the bootstrap's report, once gone is closed
 	stop    bool  // the pump must return
-	dialing bool  // its connections are being set up
+	dialing bool  // its control connection is being set up
+	// wantBulk: a message needs the bulk connection, which is being set
+	// up while bulkDialing (see startBulkLocked). bulkSetup is the peer's
+	// half of its setup, come over the control stream; bulkSetupIn is
+	// closed when it has.
+	wantBulk, bulkDialing bool
+	bulkSetup             []byte
+	bulkSetupIn           chan struct{}
 
 	// Control stream, receiving: rops[s%ctlSlots] is the receive of slot
 	// sequence s; rseq is the next slot to process.
@@ -124,16 +131,17 @@ const (
 
 func newPeer(w *world, rank int) *peer {
 	return &peer{
-		w:       w,
-		rank:    rank,
-		kick:    make(chan struct{}, 1),
-		exited:  make(chan struct{}),
-		quiet:   make(chan struct{}),
-		gone:    make(chan struct{}),
-		downCh:  make(chan struct{}),
-		credits: eagerCredits,
-		tx:      make(map[uint64]*Handle),
-		chans:   make(map[chanKey]*channel),
+		w:           w,
+		rank:        rank,
+		kick:        make(chan struct{}, 1),
+		exited:      make(chan struct{}),
+		quiet:       make(chan struct{}),
+		gone:        make(chan struct{}),
+		downCh:      make(chan struct{}),
+		bulkSetupIn: make(chan struct{}),
+		credits:     eagerCredits,
+		tx:          make(map[uint64]*Handle),
+		chans:       make(map[chanKey]*channel),
 	}
 }
 

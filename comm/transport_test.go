@@ -101,7 +101,9 @@ func TestTransportIBV(t *testing.T) {
 
 // Peers are connected on demand: after Init nothing is connected and the
 // store holds no setup keys; a ring exchange connects each rank to its two
-// neighbours only, with two setup keys per connected pair and direction.
+// neighbours only, with one setup key per connected pair and direction;
+// a large message dials the bulk connection, whose setup crosses the
+// control connection, not the store.
 func TestConnectOnDemand(t *testing.T) {
 	const world = 8
 	store := bootstrap.NewLocalStore()
@@ -126,27 +128,48 @@ func TestConnectOnDemand(t *testing.T) {
 	}
 	require.Zero(t, setupKeys())
 
-	onEach(t, comms, func(c *Comm) error {
-		next, prev := (c.Rank()+1)%world, (c.Rank()+world-1)%world
-		s, err := c.Isend(next, 1, pattern(1<<20, uint64(c.Rank())))
-		if err != nil {
+	ring := func(n int) {
+		onEach(t, comms, func(c *Comm) error {
+			next, prev := (c.Rank()+1)%world, (c.Rank()+world-1)%world
+			s, err := c.Isend(next, 1, pattern(n, uint64(c.Rank())))
+			if err != nil {
+				return err
+			}
+			got := make([]byte, n)
+			if _, err := c.Recv(bounded(t), prev, 1, got); err != nil {
+				return err
+			}
+			require.Equal(t, pattern(n, uint64(prev)), got)
+			_, err = s.Wait(bounded(t))
 			return err
+		})
+	}
+	bulkLinks := func() (n int) {
+		for _, c := range comms {
+			for _, p := range c.w.peers {
+				p.mu.Lock()
+				if p.bulk != nil {
+					n++
+				}
+				p.mu.Unlock()
+			}
 		}
-		got := make([]byte, 1<<20)
-		if _, err := c.Recv(bounded(t), prev, 1, got); err != nil {
-			return err
-		}
-		require.Equal(t, pattern(1<<20, uint64(prev)), got)
-		_, err = s.Wait(bounded(t))
-		return err
-	})
+		return n
+	}
+	// Small messages need only the control connection.
+	ring(8)
 	for _, c := range comms {
 		next, prev := (c.Rank()+1)%world, (c.Rank()+world-1)%world
 		for r, p := range c.w.peers {
 			require.Equal(t, r == next || r == prev, p.connected(), "rank %d connected to rank %d", c.Rank(), r)
 		}
 	}
-	require.Equal(t, world*2*len(dialKeys), setupKeys())
+	require.Equal(t, world*2, setupKeys(), "setup keys after small messages")
+	require.Zero(t, bulkLinks(), "bulk connections after small messages")
+	// A large one dials the bulk connection of the pairs that send it.
+	ring(1 << 20)
+	require.Equal(t, world*2, setupKeys(), "setup keys after large messages: the bulk connection's crossed the control one")
+	require.Equal(t, world*2, bulkLinks(), "bulk connections after large messages")
 }
 
 // unrenewed is a store in which one lease is never renewed, as if its

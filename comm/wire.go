@@ -62,10 +62,13 @@ const (
 	kindBye
 	// kindAbort says a rank aborted the job (aux: its rank).
 	kindAbort
-	kindLast = kindAbort
+	// kindSetup carries the sender's half of the bulk connection's setup
+	// (see bulkExchange), which the cell driver checks before use.
+	kindSetup
+	kindLast = kindSetup
 )
 
-var kindNames = [...]string{"invalid", "hello", "eager", "rts", "cts", "nack", "bye", "abort"}
+var kindNames = [...]string{"invalid", "hello", "eager", "rts", "cts", "nack", "bye", "abort", "setup"}
 
 func (k msgKind) String() string {
 	if int(k) < len(kindNames) {
@@ -146,9 +149,11 @@ func (h *header) check() error {
 		return fmt.Errorf("message kind %d", uint8(h.kind))
 	case (h.kind == kindEager || h.kind == kindRTS) && (h.chKind < chanUser || h.chKind > chanInternal):
 		return fmt.Errorf("%v message on channel kind %d", h.kind, h.chKind)
+	case h.kind == kindSetup && h.plen > eagerMax:
+		return fmt.Errorf("setup message of %d bytes", h.plen)
 	case h.kind == kindEager && (h.length != uint64(h.plen) || h.plen > eagerMax):
 		return fmt.Errorf("eager message of %d bytes with %d inline", h.length, h.plen)
-	case h.kind != kindEager && h.kind != kindHello && h.kind != kindAbort && h.plen != 0:
+	case h.kind != kindEager && h.kind != kindHello && h.kind != kindAbort && h.kind != kindSetup && h.plen != 0:
 		return fmt.Errorf("%v message with %d bytes of payload", h.kind, h.plen)
 	case (h.kind == kindRTS || h.kind == kindCTS) && (h.length > maxMessageLen || h.off > maxMessageLen):
 		return fmt.Errorf("%v message of length %d at offset %d", h.kind, h.length, h.off)
