@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rdmacell/rdmacell/bootstrap/etcdserver"
 )
@@ -238,8 +237,6 @@ func nextDeparture(ctx context.Context, t *testing.T, j *Job) error {
 		return nil
 	}
 }
-
-func withPrefix() clientv3.OpOption { return clientv3.WithPrefix() }
 
 // meeting is where the ranks of a test job meet: an embedded etcd, each
 // rank with its own client; one local store; or a served store, each rank
