@@ -36,10 +36,8 @@ type ClientConfig struct {
 	Password string
 }
 
-// TLSFiles names PEM files. For a client, CAFile verifies the server and
-// CertFile/KeyFile are the client's own certificate (both or neither). For
-// [StartServer], CertFile/KeyFile are the server's certificate and CAFile, if
-// set, makes the server require client certificates signed by it.
+// TLSFiles names the PEM files of a client: CAFile verifies the server and
+// CertFile/KeyFile are the client's own certificate (both or neither).
 type TLSFiles struct {
 	CAFile   string
 	CertFile string

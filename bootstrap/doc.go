@@ -33,9 +33,11 @@
 // exchanged the job keeps running if etcd goes away; only failure detection
 // degrades, and that is logged once.
 //
-// [StartServer] runs an embedded single-node etcd for jobs on one machine (or
-// for a job whose node 0 serves etcd to the others); [ClientConfig] points at
-// an existing cluster, with TLS client certificates and username/password.
+// [ClientConfig] points at an etcd cluster, with TLS client certificates
+// and username/password. The embedded single-node etcd that cellrun serves
+// for jobs on one machine (or that node 0 of a job serves to the others)
+// is package bootstrap/etcdserver, kept apart so that a program that uses
+// only this package, comm or collectives does not link etcd's server.
 //
 // # Key layout
 //

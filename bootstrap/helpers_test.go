@@ -17,7 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rdmacell/rdmacell/bootstrap/etcdserver"
 )
 
 // testTimeout bounds every wait of a test, so that a bug fails the test
@@ -54,14 +55,17 @@ func testContext(t *testing.T) context.Context {
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // startServer starts an embedded etcd that the test stops at its end.
-func startServer(t *testing.T) *Server {
+func startServer(t *testing.T) *etcdserver.Server {
 	t.Helper()
 	ctx := testContext(t)
-	s, err := StartServer(ctx, ServerConfig{Logger: quietLogger()})
+	s, err := etcdserver.Start(ctx, etcdserver.Config{Logger: quietLogger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close(context.Background())) })
 	return s
 }
+
+// clientOf is a configuration that reaches srv from this machine.
+func clientOf(srv *etcdserver.Server) ClientConfig { return ClientConfig{Endpoints: srv.Endpoints()} }
 
 // rankConfig is the configuration of one rank of a test job.
 func rankConfig(cc ClientConfig, job string, rank, world int) Config {
@@ -234,13 +238,11 @@ func nextDeparture(ctx context.Context, t *testing.T, j *Job) error {
 	}
 }
 
-func withPrefix() clientv3.OpOption { return clientv3.WithPrefix() }
-
 // meeting is where the ranks of a test job meet: an embedded etcd, each
 // rank with its own client; one local store; or a served store, each rank
 // with its own connection, given the job secret.
 type meeting struct {
-	srv   *Server
+	srv   *etcdserver.Server
 	store Store
 	net   *StoreServer
 	t     *testing.T
@@ -289,7 +291,7 @@ func (m meeting) dial() Store {
 func (m meeting) config(job string, rank, world int) Config {
 	var cc ClientConfig
 	if m.srv != nil {
-		cc = m.srv.ClientConfig()
+		cc = clientOf(m.srv)
 	}
 	c := rankConfig(cc, job, rank, world)
 	c.Store = m.store
@@ -321,7 +323,7 @@ func (m meeting) listing(t *testing.T, prefix string) ([]KeyValue, int64) {
 		s = m.dial()
 	} else if s == nil {
 		var err error
-		s, err = NewEtcdStore(ctx, m.srv.ClientConfig())
+		s, err = NewEtcdStore(ctx, clientOf(m.srv))
 		require.NoError(t, err)
 		defer s.Close()
 	}

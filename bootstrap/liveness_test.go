@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/bootstrap/etcdserver"
 )
 
 func TestJoinEtcdUnreachable(t *testing.T) {
@@ -70,7 +72,7 @@ func (d *degradeLog) n() int {
 
 func TestJobSurvivesEtcdLoss(t *testing.T) {
 	ctx := testContext(t)
-	srv, err := StartServer(ctx, ServerConfig{Logger: quietLogger()})
+	srv, err := etcdserver.Start(ctx, etcdserver.Config{Logger: quietLogger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close(context.Background()) })
 
@@ -79,7 +81,7 @@ func TestJobSurvivesEtcdLoss(t *testing.T) {
 	jobs := make([]*Job, world)
 	for r := range world {
 		logs[r] = newDegradeLog()
-		cfg := rankConfig(srv.ClientConfig(), "etcd-loss", r, world)
+		cfg := rankConfig(clientOf(srv), "etcd-loss", r, world)
 		cfg.Logger = slog.New(logs[r])
 		jobs[r] = join(t, cfg)
 	}

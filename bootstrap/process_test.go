@@ -95,7 +95,7 @@ func TestProcessesKillAndCleanExit(t *testing.T) {
 	t.Run("etcd", func(t *testing.T) {
 		srv := startServer(t)
 		where := []string{envEndpoints + "=" + strings.Join(srv.Endpoints(), ",")}
-		killAndCleanExit(t, world, job, where, rankConfig(srv.ClientConfig(), job, 0, world))
+		killAndCleanExit(t, world, job, where, rankConfig(clientOf(srv), job, 0, world))
 	})
 	t.Run("served", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

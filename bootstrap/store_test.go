@@ -18,7 +18,7 @@ func (m meeting) open(t *testing.T) Store {
 	if m.net != nil {
 		return m.dial()
 	}
-	s, err := NewEtcdStore(testContext(t), m.srv.ClientConfig())
+	s, err := NewEtcdStore(testContext(t), clientOf(m.srv))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s

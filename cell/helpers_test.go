@@ -16,7 +16,6 @@ type (
 	fabricOpts = celltest.Options
 	msg        = celltest.Msg
 	verdict    = celltest.Verdict
-	end        = celltest.End
 )
 
 const (

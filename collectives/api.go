@@ -286,10 +286,10 @@ func newOpFor[T Element](ctx context.Context, g *Group, k kind, send, recv []byt
 	return o
 }
 
-func (o *operation) setOp(op Op) {
-	o.rop = op
-	o.red = &reducers[o.dt][op]
-	o.mode = opMode(o.group.mode, o.dt, op)
+func (op *operation) setOp(rop Op) {
+	op.rop = rop
+	op.red = &reducers[op.dt][rop]
+	op.mode = opMode(op.group.mode, op.dt, rop)
 }
 
 func allReduceOp[T Element](ctx context.Context, g *Group, send, recv []T, op Op) (*operation, error) {

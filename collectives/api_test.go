@@ -50,6 +50,7 @@ func TestValidation(t *testing.T) {
 		{"broadcast nil at root", func() error { return Broadcast(ctx, g, nil, buf, 1) }, "send", "is nil at the root, want 16"},
 		{"reduce recv at root", func() error { return Reduce(ctx, g, buf[:4], nil, Sum, 1) }, "recv", "is nil at the root, want 4"},
 		{"reduce root", func() error { return Reduce(ctx, g, buf[:4], nil, Sum, 7) }, "root", "7 is out of range"},
+		//lint:ignore SA1012 a nil context is what this case checks is refused
 		{"nil context", func() error { return Barrier(nil, g) }, "ctx", "is nil"},
 	}
 	for _, c := range cases {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/bootstrap/etcdserver"
 )
 
 // testTimeout bounds every wait of a test. It is far above what a working
@@ -44,13 +45,13 @@ func quietLogger() *slog.Logger {
 }
 
 // startServer starts an embedded etcd that the test stops at its end.
-func startServer(t testing.TB) *bootstrap.Server {
+func startServer(t testing.TB) *etcdserver.Server {
 	t.Helper()
 	// Temporary files of the server and of the ranks go to a directory of
 	// the test's own, which must be empty again at its end.
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	s, err := bootstrap.StartServer(bounded(t), bootstrap.ServerConfig{Logger: slog.New(slog.DiscardHandler)})
+	s, err := etcdserver.Start(bounded(t), etcdserver.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, s.Close(context.Background()))
@@ -71,7 +72,7 @@ func jobID(t testing.TB) string {
 
 // testOptions are the options of rank r of an in-process test job that
 // meets in srv's etcd.
-func testOptions(srv *bootstrap.Server, job string, rank, world int, transport Transport) Options {
+func testOptions(srv *etcdserver.Server, job string, rank, world int, transport Transport) Options {
 	o := localOptions(nil, job, rank, world, transport)
 	o.Etcd = bootstrap.ClientConfig{Endpoints: srv.Endpoints()}
 	return o
@@ -113,7 +114,7 @@ func startComms(t testing.TB, world int, transport Transport, mod func(*Options)
 
 // startJob is startComms meeting in an embedded etcd, for tests of what
 // etcd does; it also returns the server.
-func startJob(t testing.TB, world int, transport Transport, mod func(*Options)) (*bootstrap.Server, []*Comm) {
+func startJob(t testing.TB, world int, transport Transport, mod func(*Options)) (*etcdserver.Server, []*Comm) {
 	t.Helper()
 	baseG, baseFD := runtime.NumGoroutine(), openFDs(t)
 	t.Cleanup(func() {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/bootstrap/etcdserver"
 )
 
 // Multi-process tests run each rank as this test binary, re-executed with
@@ -46,7 +46,7 @@ type rankProc struct {
 // startRanks starts the ranks of a job running scenario; env adds
 // variables to every rank's environment. The test's cleanup kills ranks
 // still running.
-func startRanks(t *testing.T, srv *bootstrap.Server, world int, scenario string, env ...string) []*rankProc {
+func startRanks(t *testing.T, srv *etcdserver.Server, world int, scenario string, env ...string) []*rankProc {
 	t.Helper()
 	job := jobID(t)
 	procs := make([]*rankProc, world)

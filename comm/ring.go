@@ -24,9 +24,6 @@ func (r *ring[T]) push(v T) {
 // front returns the oldest element; the ring must not be empty.
 func (r *ring[T]) front() *T { return &r.buf[r.head] }
 
-// at returns the i-th oldest element.
-func (r *ring[T]) at(i int) *T { return &r.buf[(r.head+i)%len(r.buf)] }
-
 // pop removes the oldest element.
 func (r *ring[T]) pop() T {
 	var zero T

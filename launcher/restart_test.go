@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/bootstrap/etcdserver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -211,7 +212,7 @@ func TestSignalIsFinal(t *testing.T) {
 func TestRestartForgetsTheLastGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	srv, err := bootstrap.StartServer(ctx, bootstrap.ServerConfig{Logger: slog.New(slog.DiscardHandler)})
+	srv, err := etcdserver.Start(ctx, etcdserver.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close(context.Background()) })
 	endpoint := strings.Join(srv.Endpoints(), ",")
@@ -219,7 +220,7 @@ func TestRestartForgetsTheLastGeneration(t *testing.T) {
 		bin.rankprog, "-kill-rank", "2", "-fail-generations", "1")
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", strings.Join(p.stdout.all(), "\n"), strings.Join(p.stderr.all(), "\n"))
 
-	st, err := bootstrap.NewEtcdStore(ctx, srv.ClientConfig())
+	st, err := bootstrap.NewEtcdStore(ctx, bootstrap.ClientConfig{Endpoints: srv.Endpoints()})
 	require.NoError(t, err)
 	defer st.Close()
 	left, _, err := st.List(ctx, bootstrap.DefaultKeyPrefix+"forget")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
+	"github.com/rdmacell/rdmacell/bootstrap/etcdserver"
 )
 
 // Bounds of cellrun's own dealings with etcd.
@@ -182,7 +183,7 @@ func (j *job) startEtcd() (access, bootstrap.ClientConfig, func() error, error) 
 		j.console.write(j.console.stderr, []byte("cellrun: start the other nodes with --join "+token.String()+
 			" (it is this job's secret: hand it over as you would a password)\n"))
 	}
-	var srvTLS *bootstrap.TLSFiles
+	var srvTLS *etcdserver.TLSFiles
 	if j.cfg.EtcdServe != "" {
 		host := j.cfg.serveName
 		if host == "" {
@@ -193,13 +194,13 @@ func (j *job) startEtcd() (access, bootstrap.ClientConfig, func() error, error) 
 			return access{}, bootstrap.ClientConfig{}, nil, err
 		}
 		acc.tls = d
-		srvTLS = &bootstrap.TLSFiles{CAFile: d.caFile, CertFile: d.serverCertFile, KeyFile: d.serverKeyFile}
+		srvTLS = &etcdserver.TLSFiles{CertFile: d.serverCertFile, KeyFile: d.serverKeyFile, ClientCAFile: d.caFile}
 	}
 	ctx, cancel := context.WithTimeout(j.stopCtx, etcdStartTimeout)
 	defer cancel()
 	// Without --etcd-serve only this node's ranks need etcd: a unix socket
 	// in the server's private directory keeps every other user out.
-	srv, err := bootstrap.StartServer(ctx, bootstrap.ServerConfig{
+	srv, err := etcdserver.Start(ctx, etcdserver.Config{
 		ClientAddr: j.cfg.EtcdServe, Unix: j.cfg.EtcdServe == "", TLS: srvTLS, Logger: j.log,
 	})
 	if err != nil {
@@ -215,7 +216,7 @@ func (j *job) startEtcd() (access, bootstrap.ClientConfig, func() error, error) 
 		return errors.Join(srv.Close(ctx), acc.tls.remove())
 	}
 	acc.endpoints = srv.Endpoints()
-	client := srv.ClientConfig()
+	client := bootstrap.ClientConfig{Endpoints: srv.Endpoints()}
 	if acc.tls != nil {
 		client.TLS = &bootstrap.TLSFiles{CAFile: acc.tls.caFile, CertFile: acc.tls.certFile, KeyFile: acc.tls.keyFile}
 	}

@@ -14,7 +14,7 @@ import (
 // ownedDirPrefixes name the temporary directories cellrun makes, each
 // followed by the pid of the cellrun that owns it and a dash: a cellrun
 // killed outright (SIGKILL) cannot remove them, so the next one does.
-// (The embedded etcd's data directories are swept by bootstrap.)
+// (The embedded etcd's data directories are swept by bootstrap/etcdserver.)
 var ownedDirPrefixes = []string{"cellrun-tls-", "cellrun-build-"}
 
 // sweepDeadDirs removes the directories in tmp that cellrun processes of

@@ -26,7 +26,6 @@ type cwState struct {
 	await    bool
 	deadline int64
 	tailTx   int64
-	newPath  int32
 	// destination ToR
 	dEp       int32
 	dTail     bool

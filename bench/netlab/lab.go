@@ -166,4 +166,4 @@ func (l *Lab) check(link SpineLink) error {
 	return nil
 }
 
-func (link SpineLink) index() int { return 2*link.Spine + link.Leaf }
+func (l SpineLink) index() int { return 2*l.Spine + l.Leaf }

@@ -7,7 +7,7 @@
 #   sh bench/sim/collective.sh
 set -e
 go build -o cellsim ./sim/cellsim
-nice -n 10 ./cellsim -k 8 -collective allreduce,alltoall -placement linear,random -ranks 128 -coll-bytes 4MiB \
-  -schemes ecmp,letflow,conga,hula,conweave,rdmacell,rdmacell-ecmp,rdmacell-spray \
-  -j 1 -out bench/sim/collective
+nice -n 10 ./cellsim -k 8 --collective allreduce,alltoall --placement linear,random --ranks 128 --coll-bytes 4MiB \
+  --schemes ecmp,letflow,conga,hula,conweave,rdmacell,rdmacell-ecmp,rdmacell-spray \
+  -j 1 --out bench/sim/collective
 rm -f cellsim

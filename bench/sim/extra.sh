@@ -14,15 +14,15 @@ set -e
 W=${1:-../shared/data/workloads}
 go build -o cellsim ./sim/cellsim
 for c in 0.5 1 3; do
-  nice -n 10 ./cellsim -k 8 -schemes rdmacell -cell-bdp $c -workloads "$W/AliStorage2019.txt" -loads 0.8 \
-    -duration 2ms -warmup 0.5ms -j 1 -plot=false -out bench/sim/ablation/cell-$c
+  nice -n 10 ./cellsim -k 8 --schemes rdmacell --cell-bdp $c --workloads "$W/AliStorage2019.txt" --loads 0.8 \
+    --duration 2ms --warmup 0.5ms -j 1 --plot=false --out bench/sim/ablation/cell-$c
 done
-nice -n 10 ./cellsim -k 8 -schemes ecmp,rdmacell,rdmacell-ecmp -workloads "$W/AliStorage2019.txt" -loads 0.8 \
-  -duration 2ms -warmup 0.5ms -j 1 -plot=false -out bench/sim/ablation/baseline
+nice -n 10 ./cellsim -k 8 --schemes ecmp,rdmacell,rdmacell-ecmp --workloads "$W/AliStorage2019.txt" --loads 0.8 \
+  --duration 2ms --warmup 0.5ms -j 1 --plot=false --out bench/sim/ablation/baseline
 for c in 1.5 3; do
-  nice -n 10 ./cellsim -k 8 -schemes rdmacell -cell-bdp $c -soft-backoff 1 -workloads "$W/AliStorage2019.txt" -loads 0.8 \
-    -duration 2ms -warmup 0.5ms -j 1 -plot=false -out bench/sim/ablation/nobackoff-cell-$c
+  nice -n 10 ./cellsim -k 8 --schemes rdmacell --cell-bdp $c --soft-backoff 1 --workloads "$W/AliStorage2019.txt" --loads 0.8 \
+    --duration 2ms --warmup 0.5ms -j 1 --plot=false --out bench/sim/ablation/nobackoff-cell-$c
 done
-GOMAXPROCS=1 nice -n 10 ./cellsim -k 16 -schemes ecmp,rdmacell -workloads "$W/AliStorage2019.txt" -loads 0.8 \
-  -recv-lead 50us -duration 0.5ms -warmup 0.1ms -j 1 -plot=false -out bench/sim/k16
+GOMAXPROCS=1 nice -n 10 ./cellsim -k 16 --schemes ecmp,rdmacell --workloads "$W/AliStorage2019.txt" --loads 0.8 \
+  --recv-lead 50us --duration 0.5ms --warmup 0.1ms -j 1 --plot=false --out bench/sim/k16
 rm -f cellsim

@@ -12,17 +12,17 @@ W=${1:-../shared/data/workloads}
 WHAT=${2:-all}
 go build -o cellsim ./sim/cellsim
 if [ "$WHAT" != 20ms ]; then
-  GOMAXPROCS=1 nice -n 10 ./cellsim -k 8 -schemes ecmp,conweave,rdmacell -workloads "$W/AliStorage2019.txt" \
-    -loads 0.8 -seeds 3 -pfc -duration 2ms -warmup 0.5ms -j 1 -plot=false -out bench/sim/pfc-seeds/2ms
+  GOMAXPROCS=1 nice -n 10 ./cellsim -k 8 --schemes ecmp,conweave,rdmacell --workloads "$W/AliStorage2019.txt" \
+    --loads 0.8 --seeds 3 --pfc --duration 2ms --warmup 0.5ms -j 1 --plot=false --out bench/sim/pfc-seeds/2ms
 fi
 if [ "$WHAT" != 2ms ]; then
   for seed in 2 3; do
     for s in ecmp rdmacell; do
-      GOMAXPROCS=1 nice -n 10 ./cellsim -k 8 -schemes $s -workloads "$W/AliStorage2019.txt" \
-        -loads 0.8 -first-seed $seed -pfc -duration 20ms -warmup 5ms -j 1 -plot=false -out bench/sim/pfc-seeds/20ms-$s-seed$seed
+      GOMAXPROCS=1 nice -n 10 ./cellsim -k 8 --schemes $s --workloads "$W/AliStorage2019.txt" \
+        --loads 0.8 --first-seed $seed --pfc --duration 20ms --warmup 5ms -j 1 --plot=false --out bench/sim/pfc-seeds/20ms-$s-seed$seed
     done
   done
-  GOMAXPROCS=1 nice -n 10 ./cellsim -k 8 -schemes conweave -workloads "$W/AliStorage2019.txt" \
-    -loads 0.8 -first-seed 1 -pfc -duration 20ms -warmup 5ms -j 1 -plot=false -out bench/sim/pfc-seeds/20ms-conweave-seed1
+  GOMAXPROCS=1 nice -n 10 ./cellsim -k 8 --schemes conweave --workloads "$W/AliStorage2019.txt" \
+    --loads 0.8 --first-seed 1 --pfc --duration 20ms --warmup 5ms -j 1 --plot=false --out bench/sim/pfc-seeds/20ms-conweave-seed1
 fi
 rm -f cellsim

@@ -8,7 +8,7 @@
 set -e
 W=${1:-../shared/data/workloads}
 go build -o cellsim ./sim/cellsim
-nice -n 10 ./cellsim -k 8 -schemes ecmp,letflow,conga,hula,conweave,rdmacell,rdmacell-ecmp,rdmacell-spray \
-  -workloads "$W/AliStorage2019.txt,$W/Solar2022.txt" -loads 0.2,0.5,0.8 \
-  -duration 2ms -warmup 0.5ms -j 2 -out bench/sim/fig5
+nice -n 10 ./cellsim -k 8 --schemes ecmp,letflow,conga,hula,conweave,rdmacell,rdmacell-ecmp,rdmacell-spray \
+  --workloads "$W/AliStorage2019.txt,$W/Solar2022.txt" --loads 0.2,0.5,0.8 \
+  --duration 2ms --warmup 0.5ms -j 2 --out bench/sim/fig5
 rm -f cellsim

@@ -6,8 +6,8 @@
 set -e
 W=${1:-../shared/data/workloads}
 go build -o cellsim ./sim/cellsim
-GOMAXPROCS=1 nice -n 10 ./cellsim -k 8 -schemes ecmp,letflow,conga,hula,conweave,rdmacell,rdmacell-ecmp,rdmacell-spray \
-  -workloads "$W/AliStorage2019.txt" -loads 0.8 -seeds 3 -duration 2ms -warmup 0.5ms -j 1 -plot=false -out bench/sim/seeds
+GOMAXPROCS=1 nice -n 10 ./cellsim -k 8 --schemes ecmp,letflow,conga,hula,conweave,rdmacell,rdmacell-ecmp,rdmacell-spray \
+  --workloads "$W/AliStorage2019.txt" --loads 0.8 --seeds 3 --duration 2ms --warmup 0.5ms -j 1 --plot=false --out bench/sim/seeds
 rm -f cellsim
 # mean and spread per scheme
 awk -F, 'NR > 1 { n[$1]++; a[$1] += $7; p[$1] += $10; a2[$1] += $7*$7; p2[$1] += $10*$10

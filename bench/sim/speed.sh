@@ -12,8 +12,8 @@ D=bench/sim/speed
 go build -o cellsim ./sim/cellsim
 for s in ecmp rdmacell; do
   GOMAXPROCS=1 /usr/bin/time -f "$s %U user %S sys %e wall %M KB" -o $D/$s-pfc-time.txt \
-    nice -n 10 ./cellsim -k 8 -schemes $s -workloads "$W/AliStorage2019.txt" -loads 0.8 -pfc \
-    -duration 20ms -warmup 5ms -j 1 -plot=false -cpuprofile $D/$s-pfc.prof -out $D/$s-pfc
+    nice -n 10 ./cellsim -k 8 --schemes $s --workloads "$W/AliStorage2019.txt" --loads 0.8 --pfc \
+    --duration 20ms --warmup 5ms -j 1 --plot=false --cpuprofile $D/$s-pfc.prof --out $D/$s-pfc
   go tool pprof -top -nodecount=25 cellsim $D/$s-pfc.prof > $D/$s-pfc-profile.txt
   rm $D/$s-pfc.prof
 done

@@ -237,20 +237,20 @@ func signed(x float64, neg bool) float64 {
 }
 
 // bit reports bit i (from 2^-1074) of a normalized non-negative sum.
-func (c *Acc) bit(i int) bool {
+func (a *Acc) bit(i int) bool {
 	if i < 0 || i >= 32*Digits {
 		return false
 	}
-	return c.d[i>>5]>>(i&31)&1 != 0
+	return a.d[i>>5]>>(i&31)&1 != 0
 }
 
 // bitRange returns bits [lo, hi) of a normalized non-negative sum;
 // 0 <= lo, hi-lo <= 64.
-func (c *Acc) bitRange(lo, hi int) uint64 {
+func (a *Acc) bitRange(lo, hi int) uint64 {
 	k, s := lo>>5, uint(lo&31)
 	digit := func(j int) uint64 {
 		if j < Digits {
-			return uint64(c.d[j])
+			return uint64(a.d[j])
 		}
 		return 0
 	}
@@ -262,14 +262,14 @@ func (c *Acc) bitRange(lo, hi int) uint64 {
 }
 
 // anyBelow reports whether any bit below i is set.
-func (c *Acc) anyBelow(i int) bool {
+func (a *Acc) anyBelow(i int) bool {
 	k := i >> 5
 	for j := range k {
-		if c.d[j] != 0 {
+		if a.d[j] != 0 {
 			return true
 		}
 	}
-	return k < Digits && c.d[k]&(1<<(i&31)-1) != 0
+	return k < Digits && a.d[k]&(1<<(i&31)-1) != 0
 }
 
 // AsWords views accs as their int64 words, Words per accumulator, without

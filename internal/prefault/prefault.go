@@ -53,8 +53,13 @@ var supported = sync.OnceValue(func() bool {
 	return unix.Madvise(b, unix.MADV_POPULATE_READ) == nil
 })
 
+// sink takes the sum of the bytes touch reads, so that the compiler cannot
+// drop the loads that fault the pages in. Nothing reads it.
+//
+//lint:ignore U1000 written only, which is its purpose
 var sink byte
 
+// touch reads one byte of every page of b.
 func touch(b []byte) {
 	var s byte
 	for i := 0; i < len(b); i += 4096 {

@@ -146,7 +146,7 @@ func both(t *testing.T, state verbs.QPState, a *qp, ra *verbs.Endpoint, b *qp, r
 	select {
 	case err = <-errb:
 	case <-time.After(waitTimeout):
-		err = fmt.Errorf("Modify did not return within %v", waitTimeout)
+		err = fmt.Errorf("no return from Modify within %v", waitTimeout)
 	}
 	require.NoError(t, erra, "QP %d to %v", a.Num(), state)
 	require.NoError(t, err, "QP %d to %v", b.Num(), state)

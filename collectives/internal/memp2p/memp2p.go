@@ -30,7 +30,8 @@ import (
 	"github.com/rdmacell/rdmacell/flight"
 )
 
-// ErrTooLong: a message was longer than the receive buffer posted for it.
+// ErrTooLong is the error of a message longer than the receive buffer
+// posted for it.
 var ErrTooLong = errors.New("memp2p: message longer than the receive buffer")
 
 // World is a set of ranks connected by ordered in-memory links.

@@ -18,94 +18,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rdmacell/rdmacell/bootstrap/etcdserver"
 )
 
-func TestServerStartsAndRemovesItsDataDir(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	ctx := testContext(t)
-
-	start := time.Now()
-	srv, err := StartServer(ctx, ServerConfig{Logger: quietLogger()})
-	require.NoError(t, err)
-	t.Logf("embedded etcd ready in %v at %v", time.Since(start), srv.Endpoints())
-
-	require.Len(t, srv.Endpoints(), 1)
-	assert.True(t, strings.HasPrefix(srv.Endpoints()[0], "http://127.0.0.1:"), srv.Endpoints()[0])
-	assert.NotContains(t, srv.Endpoints()[0], ":0", "endpoint must carry the bound port")
-	dirs, err := os.ReadDir(tmp)
-	require.NoError(t, err)
-	require.Len(t, dirs, 1, "one data dir while running")
-
-	j := join(t, rankConfig(srv.ClientConfig(), "solo", 0, 1))
-	_, err = j.WaitWorld(ctx)
-	require.NoError(t, err)
-	require.NoError(t, j.Close(ctx))
-
-	require.NoError(t, srv.Close(ctx))
-	require.NoError(t, srv.Close(ctx), "Close is idempotent")
-	dirs, err = os.ReadDir(tmp)
-	require.NoError(t, err)
-	assert.Empty(t, dirs, "data dir left behind")
-}
-
-func TestServerGivenAddresses(t *testing.T) {
-	ctx := testContext(t)
-	dataDir := t.TempDir()
-	srv, err := StartServer(ctx, ServerConfig{
-		ClientAddr: freeAddr(t),
-		PeerAddr:   "127.0.0.1:0",
-		DataDir:    dataDir,
-		Logger:     quietLogger(),
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close(context.Background()) })
-
-	j := join(t, rankConfig(srv.ClientConfig(), "given", 0, 1))
-	require.NoError(t, j.Close(ctx))
-	require.NoError(t, srv.Close(ctx))
-	_, err = os.Stat(dataDir)
-	assert.NoError(t, err, "a data dir the caller gave is the caller's to remove")
-}
-
-func TestServerAllInterfaces(t *testing.T) {
-	ctx := testContext(t)
-	srv, err := StartServer(ctx, ServerConfig{ClientAddr: "0.0.0.0:0", Logger: quietLogger()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close(context.Background()) })
-	assert.True(t, strings.HasPrefix(srv.Endpoints()[0], "http://127.0.0.1:"), srv.Endpoints()[0])
-	j := join(t, rankConfig(srv.ClientConfig(), "any", 0, 1))
-	require.NoError(t, j.Close(ctx))
-}
-
-func TestServerBadConfig(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  ServerConfig
-		want string
-	}{
-		{"no port", ServerConfig{ClientAddr: "127.0.0.1"}, `ClientAddr "127.0.0.1": want host:port`},
-		{"host name", ServerConfig{PeerAddr: "example.com:2380"}, "must be an IP address"},
-		{"tls without key", ServerConfig{TLS: &TLSFiles{CertFile: "c.pem"}}, "needs CertFile and KeyFile"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.Logger = quietLogger()
-			t.Setenv("TMPDIR", t.TempDir())
-			_, err := StartServer(testContext(t), tt.cfg)
-			require.ErrorContains(t, err, tt.want)
-			dirs, err := os.ReadDir(os.Getenv("TMPDIR"))
-			require.NoError(t, err)
-			assert.Empty(t, dirs, "data dir left behind")
-		})
-	}
-}
-
-func TestServerTLSClientCertificates(t *testing.T) {
+// TestClientTLSCertificates joins through an etcd that requires client
+// certificates, with one, without one, and with files that are missing.
+func TestClientTLSCertificates(t *testing.T) {
 	pki := newTestPKI(t)
 	ctx := testContext(t)
-	srv, err := StartServer(ctx, ServerConfig{
-		TLS:    &TLSFiles{CAFile: pki.ca, CertFile: pki.serverCert, KeyFile: pki.serverKey},
+	srv, err := etcdserver.Start(ctx, etcdserver.Config{
+		TLS:    &etcdserver.TLSFiles{CertFile: pki.serverCert, KeyFile: pki.serverKey, ClientCAFile: pki.ca},
 		Logger: quietLogger(),
 	})
 	require.NoError(t, err)
@@ -139,10 +62,10 @@ func TestServerTLSClientCertificates(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
-func TestServerUsernamePassword(t *testing.T) {
+func TestClientUsernamePassword(t *testing.T) {
 	srv := startServer(t)
 	ctx := testContext(t)
-	admin, err := srv.ClientConfig().newClient(ctx)
+	admin, err := clientOf(srv).newClient(ctx)
 	require.NoError(t, err)
 	defer admin.Close()
 	_, err = admin.UserAdd(ctx, "root", "s3cret")
@@ -152,7 +75,7 @@ func TestServerUsernamePassword(t *testing.T) {
 	_, err = admin.AuthEnable(ctx)
 	require.NoError(t, err)
 
-	cc := srv.ClientConfig()
+	cc := clientOf(srv)
 	cc.Username, cc.Password = "root", "s3cret"
 	j := join(t, rankConfig(cc, "auth", 0, 1))
 	_, err = j.WaitWorld(ctx)

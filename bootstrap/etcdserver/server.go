@@ -1,4 +1,4 @@
-package bootstrap
+package etcdserver
 
 import (
 	"context"
@@ -12,18 +12,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/sys/unix"
 )
 
-// ServerConfig configures an embedded etcd server. The zero value serves on
+// Config configures an embedded etcd server. The zero value serves on
 // free loopback ports from a temporary data directory.
-type ServerConfig struct {
+type Config struct {
 	// ClientAddr is the host:port clients connect to. Empty means
 	// "127.0.0.1:0": loopback, a free port. Node 0 of a multi-node job sets
 	// it to an address the other nodes can reach.
@@ -32,7 +30,7 @@ type ServerConfig struct {
 	// node never receives peer traffic, the address only has to be valid.
 	PeerAddr string
 	// DataDir holds etcd's data. Empty means a fresh temporary directory,
-	// removed by Close, or, after an unclean exit, by the next StartServer
+	// removed by Close, or, after an unclean exit, by the next Start
 	// of the same user (see sweepDataDirs); a given directory is left in
 	// place.
 	DataDir string
@@ -41,11 +39,20 @@ type ServerConfig struct {
 	// directory is private (0700). ClientAddr must then be empty. The
 	// endpoint is unix:///path/to/socket.
 	Unix bool
-	// TLS, if set, serves clients over TLS with CertFile/KeyFile; a CAFile
-	// makes the server require client certificates signed by it.
+	// TLS, if set, serves clients over TLS.
 	TLS *TLSFiles
 	// Logger receives the server's own messages; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// TLSFiles names the PEM files of a server that serves its clients over
+// TLS.
+type TLSFiles struct {
+	// CertFile and KeyFile are the server's certificate and its key.
+	CertFile, KeyFile string
+	// ClientCAFile, if set, makes the server require client certificates
+	// signed by the CA it holds.
+	ClientCAFile string
 }
 
 // Server is a running embedded etcd server.
@@ -61,26 +68,26 @@ type Server struct {
 	closeErr  error
 }
 
-// StartServer starts a single-node etcd and returns once it serves requests.
+// Start starts a single-node etcd and returns once it serves requests.
 // The node is tuned to start in tens of milliseconds: a 100 ms election
 // timeout with a 20 ms tick, and no fsync. The data is meant to live as
 // long as one job, which is why losing it on a machine crash is acceptable.
-func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
+func Start(ctx context.Context, cfg Config) (*Server, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{log: log.With("component", "bootstrap"), closed: make(chan struct{})}
+	s := &Server{log: log.With("component", "etcdserver"), closed: make(chan struct{})}
 
 	if cfg.Unix && cfg.ClientAddr != "" {
-		return nil, fmt.Errorf("bootstrap: server ClientAddr %q: a server on a unix socket has no address", cfg.ClientAddr)
+		return nil, fmt.Errorf("etcdserver: server ClientAddr %q: a server on a unix socket has no address", cfg.ClientAddr)
 	}
 	dir := cfg.DataDir
 	if dir == "" {
 		sweepDataDirs(os.TempDir(), s.log)
 		d, lock, err := makeDataDir(os.TempDir())
 		if err != nil {
-			return nil, fmt.Errorf("bootstrap: etcd data dir: %w", err)
+			return nil, fmt.Errorf("etcdserver: etcd data dir: %w", err)
 		}
 		dir, s.tempDir, s.lock = d, d, lock
 	}
@@ -93,7 +100,7 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		_ = s.removeTempDir()
-		return nil, fmt.Errorf("bootstrap: start etcd (clients on %s): %w", ec.ListenClientUrls[0].Host, err)
+		return nil, fmt.Errorf("etcdserver: start etcd (clients on %s): %w", ec.ListenClientUrls[0].Host, err)
 	}
 	s.etcd = e
 
@@ -101,10 +108,10 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
 		_ = s.Close(context.Background())
-		return nil, fmt.Errorf("bootstrap: etcd failed while starting: %w", err)
+		return nil, fmt.Errorf("etcdserver: etcd failed while starting: %w", err)
 	case <-ctx.Done():
 		_ = s.Close(context.Background())
-		return nil, fmt.Errorf("bootstrap: etcd not ready: %w", ctx.Err())
+		return nil, fmt.Errorf("etcdserver: etcd not ready: %w", ctx.Err())
 	}
 
 	scheme := "http://"
@@ -133,7 +140,7 @@ const maxSocketPath = 107
 
 // embedConfig translates our configuration into etcd's. fatal is called on
 // etcd's fatal errors, before etcd exits the process.
-func embedConfig(cfg ServerConfig, dir string, fatal func(string)) (*embed.Config, error) {
+func embedConfig(cfg Config, dir string, fatal func(string)) (*embed.Config, error) {
 	scheme := "http"
 	if cfg.TLS != nil {
 		scheme = "https"
@@ -142,7 +149,7 @@ func embedConfig(cfg ServerConfig, dir string, fatal func(string)) (*embed.Confi
 	if cfg.Unix {
 		path := filepath.Join(dir, "client.sock")
 		if len(path) > maxSocketPath {
-			return nil, fmt.Errorf("bootstrap: unix socket %s: longer than %d bytes (set TMPDIR to a shorter directory)", path, maxSocketPath)
+			return nil, fmt.Errorf("etcdserver: unix socket %s: longer than %d bytes (set TMPDIR to a shorter directory)", path, maxSocketPath)
 		}
 		clientURL = &url.URL{Scheme: "unix", Path: path}
 		if cfg.TLS != nil {
@@ -197,14 +204,14 @@ func embedConfig(cfg ServerConfig, dir string, fatal func(string)) (*embed.Confi
 	), zap.WithFatalHook(fatalExit{})))
 	if cfg.TLS != nil {
 		if cfg.TLS.CertFile == "" || cfg.TLS.KeyFile == "" {
-			return nil, fmt.Errorf("bootstrap: server TLS needs CertFile and KeyFile (got %q and %q)",
+			return nil, fmt.Errorf("etcdserver: server TLS needs CertFile and KeyFile (got %q and %q)",
 				cfg.TLS.CertFile, cfg.TLS.KeyFile)
 		}
 		ec.ClientTLSInfo = transport.TLSInfo{
 			CertFile:       cfg.TLS.CertFile,
 			KeyFile:        cfg.TLS.KeyFile,
-			TrustedCAFile:  cfg.TLS.CAFile,
-			ClientCertAuth: cfg.TLS.CAFile != "",
+			TrustedCAFile:  cfg.TLS.ClientCAFile,
+			ClientCertAuth: cfg.TLS.ClientCAFile != "",
 		}
 	}
 	return ec, nil
@@ -237,10 +244,10 @@ func (s *Server) fatal(msg string) {
 func listenURL(scheme, addr, field string) (*url.URL, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap: server %s %q: want host:port: %w", field, addr, err)
+		return nil, fmt.Errorf("etcdserver: server %s %q: want host:port: %w", field, addr, err)
 	}
 	if host != "localhost" && net.ParseIP(host) == nil {
-		return nil, fmt.Errorf("bootstrap: server %s %q: host must be an IP address or localhost", field, addr)
+		return nil, fmt.Errorf("etcdserver: server %s %q: host must be an IP address or localhost", field, addr)
 	}
 	return &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}, nil
 }
@@ -266,10 +273,6 @@ func dialableAddr(a net.Addr, configuredHost string) string {
 // interface is given by its loopback address.
 func (s *Server) Endpoints() []string { return append([]string(nil), s.endpoints...) }
 
-// ClientConfig is a configuration that reaches this server from the same
-// machine. For a TLS server the caller still adds the client's TLS files.
-func (s *Server) ClientConfig() ClientConfig { return ClientConfig{Endpoints: s.Endpoints()} }
-
 // Close stops the server and removes its temporary data directory. It
 // returns when both are done or when ctx ends, whichever is first; in the
 // latter case the shutdown finishes in the background. Close is idempotent.
@@ -287,7 +290,7 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-s.closed:
 		return s.closeErr
 	case <-ctx.Done():
-		return fmt.Errorf("bootstrap: stop etcd: %w", ctx.Err())
+		return fmt.Errorf("etcdserver: stop etcd: %w", ctx.Err())
 	}
 }
 
@@ -302,93 +305,7 @@ func (s *Server) removeTempDir() error {
 		_ = s.lock.Close()
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("bootstrap: remove etcd data dir: %w", err)
+		return fmt.Errorf("etcdserver: remove etcd data dir: %w", err)
 	}
 	return nil
-}
-
-// Data directories of servers whose caller gave none are
-// dataDirPrefix<pid>-<random> in the temporary directory, each holding a
-// lock file that its server holds locked (flock) while it runs. The kernel
-// drops the lock when the process dies, however it dies, so a directory
-// whose lock can be taken belongs to nobody and is removed by the next
-// server that starts (sweepDataDirs).
-const (
-	dataDirPrefix = "rdmacell-etcd-"
-	lockFileName  = "owner.lock"
-)
-
-// makeDataDir creates a private data directory in tmp and locks it.
-func makeDataDir(tmp string) (string, *os.File, error) {
-	dir, err := os.MkdirTemp(tmp, dataDirPrefix+strconv.Itoa(os.Getpid())+"-")
-	if err != nil {
-		return "", nil, err
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o600)
-	if err == nil {
-		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err != nil {
-			_ = lock.Close()
-		}
-	}
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("lock %s: %w", dir, err)
-	}
-	return dir, lock, nil
-}
-
-// sweepDataDirs removes the data directories in tmp left by servers of
-// this user that died without Close. A directory without its lock file is
-// being created, or was left by a server that died while creating it: it
-// is removed only when the process its name gives is gone.
-func sweepDataDirs(tmp string, log *slog.Logger) {
-	entries, err := os.ReadDir(tmp)
-	if err != nil {
-		return
-	}
-	uid := os.Getuid()
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), dataDirPrefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(tmp, e.Name())
-		var st unix.Stat_t
-		if unix.Lstat(dir, &st) != nil || int(st.Uid) != uid {
-			continue
-		}
-		if !ownerGone(dir, rest) {
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			log.Debug("cannot remove a dead server's etcd data dir", "dir", dir, "err", err)
-			continue
-		}
-		log.Debug("removed the etcd data dir of a server that died", "dir", dir)
-	}
-}
-
-// ownerGone reports whether the server of data directory dir, whose name
-// ends in rest ("<pid>-<random>"), is no longer running: its lock is free
-// (or was never made) and its process is gone. A free lock alone is not
-// enough: a server locks its file a moment after creating it. A lock that
-// has been free for a minute is enough, whatever runs under the pid now.
-func ownerGone(dir, rest string) bool {
-	pidText, _, _ := strings.Cut(rest, "-")
-	pid, err := strconv.Atoi(pidText)
-	if err != nil || pid <= 0 {
-		return false
-	}
-	processGone := errors.Is(unix.Kill(pid, 0), unix.ESRCH)
-	lock, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR, 0)
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist) && processGone
-	}
-	defer lock.Close() // which lets go of the lock if we took it
-	if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return false
-	}
-	info, err := lock.Stat()
-	return processGone || (err == nil && time.Since(info.ModTime()) > time.Minute)
 }

@@ -1,4 +1,4 @@
-package bootstrap
+package etcdserver
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 func TestServerUnixSocket(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	ctx := testContext(t)
-	srv, err := StartServer(ctx, ServerConfig{Unix: true, Logger: quietLogger()})
+	srv, err := Start(ctx, Config{Unix: true, Logger: quietLogger()})
 	require.NoError(t, err)
 	ep := srv.Endpoints()[0]
 	require.True(t, strings.HasPrefix(ep, "unix:///"), ep)
@@ -28,16 +28,10 @@ func TestServerUnixSocket(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "the socket's directory is private")
 
-	j := join(t, rankConfig(srv.ClientConfig(), "unix", 0, 1))
-	_, err = j.WaitWorld(ctx)
-	require.NoError(t, err)
-	require.NoError(t, j.Close(ctx))
+	requireServes(t, srv)
 	require.NoError(t, srv.Close(ctx))
 	_, err = os.Stat(dir)
 	assert.ErrorIs(t, err, os.ErrNotExist)
-
-	_, err = StartServer(ctx, ServerConfig{Unix: true, ClientAddr: "127.0.0.1:0"})
-	assert.ErrorContains(t, err, "a server on a unix socket has no address")
 }
 
 // TestSweepDataDirs leaves data directories as dead servers do and checks
@@ -67,7 +61,7 @@ func TestSweepDataDirs(t *testing.T) {
 	require.NoError(t, err)
 	defer lock.Close()
 
-	srv, err := StartServer(testContext(t), ServerConfig{Unix: true, Logger: quietLogger()})
+	srv, err := Start(testContext(t), Config{Unix: true, Logger: quietLogger()})
 	require.NoError(t, err)
 	defer srv.Close(context.Background())
 	for _, dir := range []string{deadUnlocked, deadNoLock} {
