@@ -368,31 +368,14 @@ func TestNoAllocations(t *testing.T) {
 			}
 			w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: 4 << 10, Reproducible: c.m == modeReproducible, Exact: c.m == modeExact})
 			ctx := context.Background()
-			start, done := make([]chan struct{}, n), make(chan error, n)
 			bufs := make([][]float32, n)
 			for r := range n {
-				start[r] = make(chan struct{})
 				bufs[r] = make([]float32, 10000)
-				go func() {
-					for range start[r] {
-						done <- call(ctx, w.groups[r], bufs[r])
-					}
-				}()
 			}
-			step := func() {
-				for r := range n {
-					start[r] <- struct{}{}
-				}
-				for range n {
-					require.NoError(t, <-done)
-				}
-			}
+			step := w.lockstep(t, func(r int, g *Group) error { return call(ctx, g, bufs[r]) })
 			step() // grows the scratch buffers
 			require.Zero(t, testing.AllocsPerRun(20, step))
 			require.Len(t, w.mem.Endpoint(0).Recorder().Ops(), 22, "the operations measured were recorded")
-			for r := range n {
-				close(start[r])
-			}
 		})
 	}
 }

@@ -29,14 +29,21 @@ func uniform(n, count int) []int {
 	return c
 }
 
+// layoutOf is the blocks of a gather or scatter: counts, or count per
+// rank when counts is nil, with their offsets and total.
+func layoutOf(n, count int, counts []int) (cs, at []int, total int) {
+	cs = counts
+	if cs == nil {
+		cs = uniform(n, count)
+	}
+	at, total = blockStarts(cs)
+	return cs, at, total
+}
+
 func checkGather[T Element](t *testing.T, w *world, count int, counts []int, root int, inPlace bool) {
 	t.Helper()
 	ctx := testCtx(t)
-	cs := counts
-	if cs == nil {
-		cs = uniform(w.n, count)
-	}
-	at, total := blockStarts(cs)
+	cs, at, total := layoutOf(w.n, count, counts)
 	in := make([][]T, w.n)
 	for r := range in {
 		in[r] = genVec[T](r, cs[r], Sum)
@@ -70,11 +77,7 @@ func checkGather[T Element](t *testing.T, w *world, count int, counts []int, roo
 func checkScatter[T Element](t *testing.T, w *world, count int, counts []int, root int, inPlace bool) {
 	t.Helper()
 	ctx := testCtx(t)
-	cs := counts
-	if cs == nil {
-		cs = uniform(w.n, count)
-	}
-	at, total := blockStarts(cs)
+	cs, at, total := layoutOf(w.n, count, counts)
 	in := genVec[T](root, total, Sum)
 	outs := make([][]T, w.n)
 	var send []T
@@ -382,28 +385,9 @@ func TestGatherNoAllocations(t *testing.T) {
 				}
 				return ReduceScatterV(ctx, g, in[:count], out[:counts[r]], counts, Sum)
 			}
-			start, done := make([]chan struct{}, n), make(chan error, n)
-			for r := range n {
-				start[r] = make(chan struct{})
-				go func() {
-					for range start[r] {
-						done <- calls(r, w.groups[r])
-					}
-				}()
-			}
-			step := func() {
-				for r := range n {
-					start[r] <- struct{}{}
-				}
-				for range n {
-					require.NoError(t, <-done)
-				}
-			}
+			step := w.lockstep(t, calls)
 			step() // grows the scratch buffers
 			require.Zero(t, testing.AllocsPerRun(10, step))
-			for r := range n {
-				close(start[r])
-			}
 		})
 	}
 }

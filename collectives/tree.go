@@ -118,6 +118,19 @@ func (x *run) rootSpan(off []int, a, b int) (lo, hi int, ok bool) {
 	return 0, 0, false
 }
 
+// childSpan returns the blocks of child subtree [c, ce) in buf, this
+// rank's: in virtual order from vr's block, or at the root in rank order,
+// where they may wrap (false).
+func (x *run) childSpan(buf []byte, off, voff []int, vr, c, ce int) ([]byte, bool) {
+	if vr != 0 {
+		return buf[voff[c]-voff[vr] : voff[ce]-voff[vr]], true
+	}
+	if lo, hi, ok := x.rootSpan(off, c, ce); ok {
+		return buf[lo:hi], true
+	}
+	return nil, false
+}
+
 // unwrap copies the blocks of virtual ranks [a, b), which wrap past rank
 // n-1, between staged (in virtual order) and buf (in rank order): into
 // buf if in, out of it otherwise.
@@ -165,12 +178,8 @@ func (x *run) treeGather(off []int) error {
 			break
 		}
 		ce := min(c+1<<j, n)
-		var into []byte
-		if vr != 0 {
-			into = buf[voff[c]-voff[vr] : voff[ce]-voff[vr]]
-		} else if lo, hi, ok := x.rootSpan(off, c, ce); ok {
-			into = buf[lo:hi]
-		} else {
+		into, ok := x.childSpan(buf, off, voff, vr, c, ce)
+		if !ok {
 			var err error
 			if staged, err = x.g.sc.buf(bufTmp, voff[ce]-voff[c]); err != nil {
 				return x.fail(-1, -1, "", err)
@@ -226,12 +235,8 @@ func (x *run) treeScatter(off []int) error {
 			continue
 		}
 		ce := min(c+1<<j, n)
-		var from []byte
-		if vr != 0 {
-			from = buf[voff[c]-voff[vr] : voff[ce]-voff[vr]]
-		} else if lo, hi, ok := x.rootSpan(off, c, ce); ok {
-			from = buf[lo:hi]
-		} else {
+		from, ok := x.childSpan(buf, off, voff, vr, c, ce)
+		if !ok {
 			var err error
 			if from, err = x.g.sc.buf(bufTmp, voff[ce]-voff[c]); err != nil {
 				return x.fail(-1, -1, "", err)

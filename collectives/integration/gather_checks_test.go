@@ -13,13 +13,16 @@ import (
 // rank.
 func (k *checker) roots() []int { return []int{0, k.size - 1} }
 
-// unevenCounts gives rank r about count/(r+1) elements, and rank 1 none,
-// so that the blocks of the V collectives differ in length and one is
-// empty.
-func (k *checker) unevenCounts(count int) ([]int, []int, int) {
-	sizes, at, total := make([]int, k.size), make([]int, k.size), 0
+// blocks returns the ranks' block lengths, their offsets and their total:
+// count each, or for a V collective about count/(r+1) for rank r and none
+// for rank 1, so that the blocks differ in length and one is empty.
+func (k *checker) blocks(count int, v bool) (sizes, at []int, total int) {
+	sizes, at = make([]int, k.size), make([]int, k.size)
 	for r := range sizes {
-		if r != 1 {
+		switch {
+		case !v:
+			sizes[r] = count
+		case r != 1:
 			sizes[r] = (count + r) / (r + 1)
 		}
 		at[r], total = total, total+sizes[r]
@@ -43,13 +46,7 @@ func checkGather(k *checker) error {
 // the root has a result to check.
 func gather[T number](k *checker, root, count int, inPlace, v bool) error {
 	salt := k.next()
-	sizes, at, total := k.unevenCounts(count)
-	if !v {
-		for r := range sizes {
-			sizes[r], at[r] = count, r*count
-		}
-		total = k.size * count
-	}
+	sizes, at, total := k.blocks(count, v)
 	send := values[T](k.rank, salt, 0, sizes[k.rank])
 	var recv []T
 	if k.rank == root {
@@ -96,13 +93,7 @@ func checkScatter(k *checker) error {
 // the root's values, in blocks.
 func scatter[T number](k *checker, root, count int, inPlace, v bool) error {
 	salt := k.next()
-	sizes, at, total := k.unevenCounts(count)
-	if !v {
-		for r := range sizes {
-			sizes[r], at[r] = count, r*count
-		}
-		total = k.size * count
-	}
+	sizes, at, total := k.blocks(count, v)
 	recv := make([]T, sizes[k.rank])
 	var send []T
 	if k.rank == root {
@@ -135,7 +126,7 @@ func checkReduceScatterV(k *checker) error {
 // reduceScatterV checks a ReduceScatterV over uneven blocks.
 func reduceScatterV[T number](k *checker, op collectives.Op, count int, inPlace bool) error {
 	salt := k.next()
-	sizes, at, total := k.unevenCounts(count)
+	sizes, at, total := k.blocks(count, true)
 	send := values[T](k.rank, salt, 0, total)
 	recv := make([]T, sizes[k.rank])
 	if inPlace {
