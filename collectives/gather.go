@@ -122,10 +122,10 @@ func IReduceScatterV[T Element](ctx context.Context, g *Group, send, recv []T, c
 	return g.start(ctx, o)
 }
 
-// blockLayout checks the counts of a V collective against own, the length of
-// this rank's block, and returns the number of elements of the whole
-// vector and the element offset of this rank's block in it. For the plain
-// forms every block is own long.
+// blockLayout checks the counts of a V collective against own, the
+// length of this rank's block, and returns the number of elements of the
+// whole vector and the element offset of this rank's block in it. For the
+// plain forms every block is own long.
 func blockLayout(g *Group, k kind, counts []int, own int, ownArg string) (total, at int, err error) {
 	if !k.varies() {
 		return g.size * own, g.rank * own, nil
