@@ -16,6 +16,9 @@ type Algorithm uint8
 //	Broadcast, Reduce      Chain, Tree
 //	AllToAll, AllToAllV    Pairwise
 //	Barrier                Dissemination
+//	Gather, GatherV        Tree, Linear
+//	Scatter, ScatterV      Tree, Linear
+//	ReduceScatterV         Ring, HalvingDoubling
 //
 // and all have Shared, for ranks on one host; AllReduce, AllGather,
 // ReduceScatter, AllToAll, Broadcast and Reduce also have Hierarchical, for
@@ -56,9 +59,15 @@ const (
 	// it when the group spans hosts with the same number (at least two) of
 	// ranks on each; elsewhere forcing it means Auto.
 	Hierarchical
+	// Linear: the root exchanges one message with every other rank
+	// directly; for large gathers and scatters, where a tree would copy
+	// every block through the ranks in between.
+	Linear
+
+	lastAlgorithm = Linear
 )
 
-var algoNames = [...]string{"auto", "ring", "recursive-doubling", "halving-doubling", "pairwise", "chain", "tree", "dissemination", "shared", "hierarchical"}
+var algoNames = [...]string{"auto", "ring", "recursive-doubling", "halving-doubling", "pairwise", "chain", "tree", "dissemination", "shared", "hierarchical", "linear"}
 
 // String returns the algorithm's name as ParseAlgorithm accepts it.
 func (a Algorithm) String() string {
@@ -96,9 +105,15 @@ const (
 	kBroadcast
 	kReduce
 	kBarrier
+	kGather
+	kGatherV
+	kScatter
+	kScatterV
+	kReduceScatterV
 )
 
-var kindNames = [...]string{"none", "AllReduce", "AllGather", "AllGatherV", "ReduceScatter", "AllToAll", "AllToAllV", "Broadcast", "Reduce", "Barrier"}
+var kindNames = [...]string{"none", "AllReduce", "AllGather", "AllGatherV", "ReduceScatter", "AllToAll", "AllToAllV", "Broadcast", "Reduce", "Barrier",
+	"Gather", "GatherV", "Scatter", "ScatterV", "ReduceScatterV"}
 
 func (k kind) String() string {
 	if int(k) < len(kindNames) {
@@ -107,9 +122,20 @@ func (k kind) String() string {
 	return "collective(" + itoa(int(k)) + ")"
 }
 
-func (k kind) reduces() bool { return k == kAllReduce || k == kReduceScatter || k == kReduce }
+func (k kind) reduces() bool {
+	return k == kAllReduce || k == kReduceScatter || k == kReduce || k == kReduceScatterV
+}
 
-func (k kind) rooted() bool { return k == kBroadcast || k == kReduce }
+func (k kind) rooted() bool {
+	return k == kBroadcast || k == kReduce || k == kGather || k == kGatherV || k == kScatter || k == kScatterV
+}
+
+// varies reports whether k takes a vector of counts that every rank must
+// pass alike, which the fingerprint then covers by its hash (AllToAllV's
+// counts differ between ranks by nature).
+func (k kind) varies() bool {
+	return k == kAllGatherV || k == kGatherV || k == kScatterV || k == kReduceScatterV
+}
 
 // implements reports whether collective k has algorithm a.
 func (k kind) implements(a Algorithm) bool {
@@ -122,6 +148,10 @@ func (k kind) implements(a Algorithm) bool {
 		return a == Ring || a == RecursiveDoubling
 	case kReduceScatter:
 		return a == Ring || a == HalvingDoubling || a == Hierarchical
+	case kReduceScatterV:
+		return a == Ring || a == HalvingDoubling
+	case kGather, kGatherV, kScatter, kScatterV:
+		return a == Tree || a == Linear
 	case kBroadcast, kReduce:
 		return a == Chain || a == Tree || a == Hierarchical
 	case kAllToAll:
@@ -143,11 +173,12 @@ const (
 	smallAllGather     = 32 << 10  // per rank; below: recursive doubling
 	smallReduceScatter = 64 << 10  // per rank; below: halving-doubling
 	smallRooted        = 64 << 10  // below: tree; from it on: chain
+	smallGather        = 32 << 10  // per rank; below: tree; from it on: linear
 )
 
 // choose picks the algorithm for collective k moving bytes (the whole
 // vector: AllReduce's, AllGather's output, ReduceScatter's input, the
-// root's buffer) over n ranks, honouring forced when k implements it.
+// root's buffer, Gather's and Scatter's at the root) over n ranks, honouring forced when k implements it.
 func choose(k kind, forced Algorithm, n, bytes int) Algorithm {
 	if forced != Auto && k.implements(forced) {
 		return forced
@@ -170,7 +201,7 @@ func choose(k kind, forced Algorithm, n, bytes int) Algorithm {
 			return RecursiveDoubling
 		}
 		return Ring
-	case kReduceScatter:
+	case kReduceScatter, kReduceScatterV:
 		if bytes < n*smallReduceScatter {
 			return HalvingDoubling
 		}
@@ -182,6 +213,13 @@ func choose(k kind, forced Algorithm, n, bytes int) Algorithm {
 		return Chain
 	case kAllToAll, kAllToAllV:
 		return Pairwise
+	case kGather, kGatherV, kScatter, kScatterV:
+		// A tree takes log2(n) steps instead of n-1 at the root, but
+		// copies every block through the ranks in between.
+		if bytes < n*smallGather {
+			return Tree
+		}
+		return Linear
 	}
 	return Dissemination
 }

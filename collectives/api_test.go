@@ -50,6 +50,26 @@ func TestValidation(t *testing.T) {
 		{"broadcast nil at root", func() error { return Broadcast(ctx, g, nil, buf, 1) }, "send", "is nil at the root, want 16"},
 		{"reduce recv at root", func() error { return Reduce(ctx, g, buf[:4], nil, Sum, 1) }, "recv", "is nil at the root, want 4"},
 		{"reduce root", func() error { return Reduce(ctx, g, buf[:4], nil, Sum, 7) }, "root", "7 is out of range"},
+		{"gather root", func() error { return Gather(ctx, g, buf[:2], nil, 4) }, "root", "4 is out of range, want 0 <= root < 4"},
+		{"gather recv at root", func() error { return Gather(ctx, g, buf[:2], buf[2:9], 1) }, "recv", "has 7 elements at the root, want 8 (size 4 × len(send))"},
+		{"gather overlap", func() error { return Gather(ctx, g, buf[1:3], buf[:8], 1) }, "send", "overlaps"},
+		{"gatherv counts", func() error { return GatherV(ctx, g, buf[:1], buf[1:5], []int{1, 1}, 0) }, "counts", "has 2 entries, want 4"},
+		{"gatherv nil counts", func() error { return GatherV(ctx, g, buf[:1], buf[1:5], nil, 0) }, "counts", "has 0 entries, want 4"},
+		{"gatherv own", func() error { return GatherV(ctx, g, buf[:2], nil, []int{1, 1, 1, 1}, 0) }, "counts[1]", "is 1, want len(send) = 2"},
+		{"gatherv negative", func() error { return GatherV(ctx, g, buf[:1], nil, []int{1, 1, -3, 1}, 0) }, "counts[2]", "-3 is negative"},
+		{"gatherv recv", func() error { return GatherV(ctx, g, buf[:1], buf[1:4], []int{1, 1, 1, 2}, 1) }, "recv", "has 3 elements at the root, want 5 (the sum of counts)"},
+		{"scatter root", func() error { return Scatter(ctx, g, nil, buf[:2], -2) }, "root", "-2 is out of range"},
+		{"scatter send at root", func() error { return Scatter(ctx, g, nil, buf[:2], 1) }, "send", "is nil at the root, want 8 (size 4 × len(recv))"},
+		{"scatter overlap", func() error { return Scatter(ctx, g, buf[:8], buf[7:9], 1) }, "recv", "overlaps"},
+		{"scatterv own", func() error { return ScatterV(ctx, g, nil, buf[:2], []int{2, 3, 2, 2}, 0) }, "counts[1]", "is 3, want len(recv) = 2"},
+		{"scatterv send", func() error { return ScatterV(ctx, g, buf[:5], buf[5:7], []int{2, 2, 2, 2}, 1) }, "send", "has 5 elements at the root, want 8 (the sum of counts)"},
+		{"reducescatterv op", func() error { return ReduceScatterV(ctx, g, buf[:4], buf[4:5], []int{1, 1, 1, 1}, Op(0)) }, "op", "is not an op"},
+		{"reducescatterv nil counts", func() error { return ReduceScatterV(ctx, g, buf[:4], buf[4:5], nil, Sum) }, "counts", "has 0 entries, want 4"},
+		{"reducescatterv own", func() error { return ReduceScatterV(ctx, g, buf[:4], buf[4:6], []int{1, 1, 1, 1}, Sum) }, "counts[1]", "is 1, want len(recv) = 2"},
+		{"reducescatterv send", func() error { return ReduceScatterV(ctx, g, buf[:3], buf[4:5], []int{1, 1, 1, 1}, Sum) }, "send", "has 3 elements, want 4 (the sum of counts)"},
+		{"reducescatterv overlap", func() error { return ReduceScatterV(ctx, g, buf[:4], buf[2:3], []int{1, 1, 1, 1}, Sum) }, "recv", "overlaps"},
+		{"igather root", func() error { _, err := IGather(ctx, g, buf[:1], nil, 9); return err }, "root", "9 is out of range"},
+		{"iscatterv counts", func() error { _, err := IScatterV(ctx, g, nil, buf[:1], []int{1}, 0); return err }, "counts", "has 1 entries, want 4"},
 		//lint:ignore SA1012 a nil context is what this case checks is refused
 		{"nil context", func() error { return Barrier(nil, g) }, "ctx", "is nil"},
 	}
@@ -130,7 +150,7 @@ func TestOptions(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	for a := Auto; a <= Dissemination; a++ {
+	for a := Auto; a <= lastAlgorithm; a++ {
 		got, err := ParseAlgorithm(a.String())
 		require.NoError(t, err)
 		require.Equal(t, a, got)
@@ -177,6 +197,14 @@ func TestChoose(t *testing.T) {
 		{kReduce, 8, 1 << 20, Chain, Auto},
 		{kAllToAllV, 8, 1 << 20, Pairwise, Ring},
 		{kBarrier, 8, 0, Dissemination, Auto},
+		{kGather, 8, 8 * 4 << 10, Tree, Auto},
+		{kScatterV, 8, 8 * 32 << 10, Linear, Auto},
+		{kScatter, 8, 1 << 10, Linear, Linear},
+		{kGatherV, 8, 1 << 30, Tree, Tree},
+		{kGather, 8, 1 << 10, Tree, Ring},
+		{kReduceScatterV, 8, 64 << 10, HalvingDoubling, Auto},
+		{kReduceScatterV, 8, 1 << 20, Ring, Auto},
+		{kReduceScatterV, 8, 1 << 10, Ring, Ring},
 	}
 	for _, c := range cases {
 		require.Equal(t, c.want, choose(c.k, c.force, c.n, c.b), "%s n=%d bytes=%d forced %s", c.k, c.n, c.b, c.force)
@@ -341,31 +369,14 @@ func TestNoAllocations(t *testing.T) {
 			}
 			w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: 4 << 10, Reproducible: c.m == modeReproducible, Exact: c.m == modeExact})
 			ctx := context.Background()
-			start, done := make([]chan struct{}, n), make(chan error, n)
 			bufs := make([][]float32, n)
 			for r := range n {
-				start[r] = make(chan struct{})
 				bufs[r] = make([]float32, 10000)
-				go func() {
-					for range start[r] {
-						done <- call(ctx, w.groups[r], bufs[r])
-					}
-				}()
 			}
-			step := func() {
-				for r := range n {
-					start[r] <- struct{}{}
-				}
-				for range n {
-					require.NoError(t, <-done)
-				}
-			}
+			step := w.lockstep(t, func(r int, g *Group) error { return call(ctx, g, bufs[r]) })
 			step() // grows the scratch buffers
 			require.Zero(t, testing.AllocsPerRun(20, step))
 			require.Len(t, w.mem.Endpoint(0).Recorder().Ops(), 22, "the operations measured were recorded")
-			for r := range n {
-				close(start[r])
-			}
 		})
 	}
 }

@@ -19,6 +19,11 @@ type suite struct {
 	allToAll      func(t *testing.T, w *world, count int, inPlace bool)
 	allToAllV     func(t *testing.T, w *world, base int, inPlace bool)
 	broadcast     func(t *testing.T, w *world, count, root int, inPlace bool)
+	// gather and scatter take counts (the V forms) or nil (the plain
+	// forms, with count elements per rank).
+	gather         func(t *testing.T, w *world, count int, counts []int, root int, inPlace bool)
+	scatter        func(t *testing.T, w *world, count int, counts []int, root int, inPlace bool)
+	reduceScatterV func(t *testing.T, w *world, counts []int, op Op, inPlace bool)
 }
 
 func suiteFor[T Element](name string) suite {
@@ -26,6 +31,7 @@ func suiteFor[T Element](name string) suite {
 		name: name, allReduce: checkAllReduce[T], reduce: checkReduce[T], reduceScatter: checkReduceScatter[T],
 		allGather: checkAllGather[T], allGatherV: checkAllGatherV[T], allToAll: checkAllToAll[T],
 		allToAllV: checkAllToAllV[T], broadcast: checkBroadcast[T],
+		gather: checkGather[T], scatter: checkScatter[T], reduceScatterV: checkReduceScatterV[T],
 	}
 }
 

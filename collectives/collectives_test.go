@@ -185,7 +185,7 @@ func TestLarge(t *testing.T) {
 func TestLargeWorld(t *testing.T) {
 	const n = 32
 	f32, f16 := suiteOf("float32"), suiteOf("float16")
-	for _, algo := range []Algorithm{Auto, Ring, RecursiveDoubling, HalvingDoubling, Chain, Tree, Shared} {
+	for _, algo := range []Algorithm{Auto, Ring, RecursiveDoubling, HalvingDoubling, Chain, Tree, Linear, Shared} {
 		t.Run(algo.String(), func(t *testing.T) {
 			w := newWorld(t, n, Options{Algorithm: algo, ChunkBytes: smallChunk})
 			for _, count := range []int{1, 29, 100} {
@@ -199,6 +199,14 @@ func TestLargeWorld(t *testing.T) {
 			f32.allGatherV(t, w, 2, false)
 			f32.allToAll(t, w, 3, false)
 			f32.allToAllV(t, w, 1, false)
+			for _, root := range []int{0, 17, 31} {
+				f32.gather(t, w, 3, nil, root, root == 17)
+				f16.gather(t, w, 0, vCounts(n, 1), root, false)
+				f32.scatter(t, w, 3, nil, root, root == 31)
+				f16.scatter(t, w, 0, vCounts(n, 2), root, false)
+			}
+			f32.reduceScatterV(t, w, vCounts(n, 0), Sum, false)
+			f16.reduceScatterV(t, w, vCounts(n, 3), Avg, true)
 			ctx := testCtx(t)
 			w.ok(t, "Barrier", func(r int, g *Group) error { return Barrier(ctx, g) })
 		})

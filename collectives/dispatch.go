@@ -3,14 +3,19 @@ package collectives
 // The glue between a collective and its algorithms: block layout, the
 // local copy of this rank's own block, and the working buffers.
 
+// blocks returns the byte offsets of the ranks' blocks of a gathering or
+// scattering collective, in slot 0: per the counts of a V collective,
+// op.count elements each otherwise.
+func (x *run) blocks() []int {
+	if op := x.op; op.kind.varies() {
+		return x.offsets(0, 0, op.counts)
+	}
+	return x.equalOffsets(0, x.op.count)
+}
+
 func (x *run) allGather() error {
 	op := x.op
-	var off []int
-	if op.kind == kAllGatherV {
-		off = x.offsets(0, 0, op.counts)
-	} else {
-		off = x.equalOffsets(0, op.count)
-	}
+	off := x.blocks()
 	r := x.g.rank
 	copyUnlessSame(op.recv[off[r]:off[r+1]], op.send)
 	if op.algo == Ring {
@@ -21,7 +26,7 @@ func (x *run) allGather() error {
 
 func (x *run) reduceScatter() error {
 	op := x.op
-	off := x.equalOffsets(0, op.count)
+	off := x.blocks()
 	work := op.send
 	if !op.inPlace {
 		// The partial results of the other blocks need room; send is
@@ -62,4 +67,18 @@ func (x *run) allToAll() error {
 		send = tmp
 	}
 	return x.pairwise(send, op.recv, soff, roff)
+}
+
+func (x *run) gather() error {
+	if x.op.algo == Linear {
+		return x.linearGather(x.blocks())
+	}
+	return x.treeGather(x.blocks())
+}
+
+func (x *run) scatter() error {
+	if x.op.algo == Linear {
+		return x.linearScatter(x.blocks())
+	}
+	return x.treeScatter(x.blocks())
 }

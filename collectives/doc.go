@@ -1,7 +1,8 @@
 // Package collectives runs collective operations (AllReduce, AllGather,
-// AllGatherV, ReduceScatter, AllToAll, AllToAllV, Broadcast, Reduce and
-// Barrier) over a communicator's point-to-point layer, comm.P2P, or,
-// when every rank is on one host, through memory the ranks share.
+// AllGatherV, ReduceScatter, ReduceScatterV, AllToAll, AllToAllV,
+// Broadcast, Reduce, Gather, GatherV, Scatter, ScatterV and Barrier) over
+// a communicator's point-to-point layer, comm.P2P, or, when every rank is
+// on one host, through memory the ranks share.
 //
 // # Use
 //
@@ -15,9 +16,10 @@
 // int32, int64, uint8, Float16 and BFloat16, and the reducing ones take an
 // Op: Sum, Prod, Min, Max or Avg. Each has a non-blocking form (IAllReduce
 // and so on) that returns a Request to Wait for or Test, so that a
-// training loop can overlap communication with computation. Operations
-// run one at a time in the order they were issued; the ranks must issue
-// the same operations in the same order.
+// training loop can overlap communication with computation; WaitAll and
+// WaitAny wait for several. Operations run one at a time in the order
+// they were issued; the ranks must issue the same operations in the same
+// order.
 //
 // # Algorithms
 //
@@ -25,8 +27,11 @@
 // size (see Algorithm): recursive doubling for small AllReduce and
 // AllGather, halving-doubling (Rabenseifner) for medium AllReduce and
 // ReduceScatter, the ring for large ones, binomial trees for small
-// Broadcast and Reduce and pipelined chains for large ones, pairwise
-// exchange for all-to-all and dissemination for Barrier. Options.Algorithm
+// Broadcast and Reduce and pipelined chains for large ones, binomial trees
+// for small Gather and Scatter and direct exchanges with the root
+// (Linear) for large ones, pairwise exchange for all-to-all and
+// dissemination for Barrier. ReduceScatterV runs ReduceScatter's
+// algorithms over blocks of any length. Options.Algorithm
 // (or RDMACELL_ALGO, through OptionsFromEnv) forces one. Ring and Chain cut
 // their transfers into chunks (Options.ChunkBytes) so that receiving,
 // combining and forwarding overlap.
@@ -63,7 +68,8 @@
 // disagree about an operation would otherwise read each other's messages
 // as their own. Every operation therefore starts with a fingerprint
 // exchange: the ranks all-gather 32-byte records of (sequence number,
-// collective, element type, count, op, root, algorithm, chunk size) in
+// collective, element type, count, op, root, algorithm, chunk size, and a
+// hash of the counts of AllGatherV, GatherV, ScatterV and ReduceScatterV) in
 // ceil(log2 n) rounds of a pattern that does not depend on the operation
 // (on one host, through the segment in the operation's first barrier).
 // Every rank then sees every record, and if they differ every rank

@@ -17,7 +17,7 @@ type fingerprint struct {
 	seq   uint32
 	root  int32
 	count uint64 // the collective's count; see the api for which
-	vhash uint64 // hash of AllGatherV's counts, 0 elsewhere
+	vhash uint64 // hash of the counts of the V collectives but AllToAllV, 0 elsewhere
 	chunk uint32 // for the pipelined algorithms, 0 for the others
 	kind  kind
 	dt    dtype
@@ -82,7 +82,7 @@ func (f fingerprint) String() string {
 	case kBarrier:
 	case kAllToAllV:
 		parts = append(parts, f.dt.String())
-	case kAllGatherV:
+	case kAllGatherV, kGatherV, kScatterV, kReduceScatterV:
 		parts = append(parts, fmt.Sprintf("%s ×%d in all, counts %#x", f.dt, f.count, f.vhash&0xffffff))
 	default:
 		parts = append(parts, fmt.Sprintf("%s ×%d", f.dt, f.count))

@@ -148,7 +148,7 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "p", Problem: fmt.Sprintf("has rank %d of size %d, want 0 <= rank < size", rank, size)}
 	}
 	algo := opts.Algorithm
-	if algo > Hierarchical {
+	if algo > lastAlgorithm {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.Algorithm", Problem: fmt.Sprintf("%d is not an algorithm", algo)}
 	}
 	if opts.ChunkBytes < 0 {

@@ -79,6 +79,35 @@ func (w *world) run(fn func(r int, g *Group) error) []error {
 	return errs
 }
 
+// lockstep starts a goroutine per rank that calls fn once each time the
+// returned step is called, and makes step wait for every rank and require
+// that none failed; step itself allocates nothing, for
+// testing.AllocsPerRun. The goroutines end with the test.
+func (w *world) lockstep(t *testing.T, fn func(r int, g *Group) error) (step func()) {
+	start, done := make([]chan struct{}, w.n), make(chan error, w.n)
+	for r := range w.n {
+		start[r] = make(chan struct{})
+		go func() {
+			for range start[r] {
+				done <- fn(r, w.groups[r])
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		for r := range w.n {
+			close(start[r])
+		}
+	})
+	return func() {
+		for r := range w.n {
+			start[r] <- struct{}{}
+		}
+		for range w.n {
+			require.NoError(t, <-done)
+		}
+	}
+}
+
 // ok runs fn on every rank and requires that none failed and that no
 // message was left unmatched.
 func (w *world) ok(t *testing.T, what string, fn func(r int, g *Group) error) {

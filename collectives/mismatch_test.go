@@ -45,6 +45,33 @@ func reduceF32(count, root int) call {
 
 func barrier(ctx context.Context, g *Group) error { return Barrier(ctx, g) }
 
+func gatherF32(count, root int) call {
+	return func(ctx context.Context, g *Group) error {
+		return Gather(ctx, g, make([]float32, count), make([]float32, g.Size()*count), root)
+	}
+}
+
+func scatterF32(count, root int) call {
+	return func(ctx context.Context, g *Group) error {
+		return Scatter(ctx, g, make([]float32, g.Size()*count), make([]float32, count), root)
+	}
+}
+
+// vCall is a V collective with counts[Rank()] elements of its own.
+func vCall(k kind, counts []int) call {
+	return func(ctx context.Context, g *Group) error {
+		total := sumInts(counts)
+		own := make([]float32, counts[g.Rank()])
+		switch k {
+		case kGatherV:
+			return GatherV(ctx, g, own, make([]float32, total), counts, 0)
+		case kScatterV:
+			return ScatterV(ctx, g, make([]float32, total), own, counts, 0)
+		}
+		return ReduceScatterV(ctx, g, make([]float32, total), own, counts, Sum)
+	}
+}
+
 // TestMismatch has ranks disagree about an operation in each way the
 // fingerprint covers. Every rank must fail with a *MismatchError that
 // names the same odd ranks, before its context ends, and the group must
@@ -97,6 +124,43 @@ func TestMismatch(t *testing.T) {
 			name:  "two against two",
 			calls: func(r int) call { return pick(r >= 2, allReduceF32(10, Max), allReduceF32(10, Sum)) },
 			odd:   []int{2, 3}, says: "ranks 2, 3 called",
+		},
+		{
+			name:  "gather root",
+			calls: func(r int) call { return pick(r == 1, gatherF32(4, 2), gatherF32(4, 0)) },
+			odd:   []int{1}, says: "rank 1 called Gather(float32 ×4, root 2",
+		},
+		{
+			name:  "scatter count",
+			calls: func(r int) call { return pick(r == 3, scatterF32(5, 1), scatterF32(4, 1)) },
+			odd:   []int{3}, says: "rank 3 called Scatter(float32 ×5, root 1",
+		},
+		{
+			name:  "gather against scatter",
+			calls: func(r int) call { return pick(r == 0, scatterF32(4, 0), gatherF32(4, 0)) },
+			odd:   []int{0}, says: "rank 0 called Scatter(",
+		},
+		{
+			// The totals agree; only the hash of the counts tells.
+			name: "gatherv counts",
+			calls: func(r int) call {
+				return pick(r == 2, vCall(kGatherV, []int{1, 2, 3, 4}), vCall(kGatherV, []int{2, 1, 3, 4}))
+			},
+			odd: []int{2}, says: "rank 2 called GatherV(float32 ×10 in all, counts",
+		},
+		{
+			name: "scatterv counts",
+			calls: func(r int) call {
+				return pick(r == 1, vCall(kScatterV, []int{0, 4, 3, 3}), vCall(kScatterV, []int{4, 0, 3, 3}))
+			},
+			odd: []int{1}, says: "rank 1 called ScatterV(",
+		},
+		{
+			name: "reducescatterv counts",
+			calls: func(r int) call {
+				return pick(r >= 2, vCall(kReduceScatterV, []int{2, 2, 3, 3}), vCall(kReduceScatterV, []int{2, 2, 2, 4}))
+			},
+			odd: []int{2, 3}, says: "ranks 2, 3 called ReduceScatterV(float32 ×10 in all, counts",
 		},
 		{
 			name:  "forced algorithm",

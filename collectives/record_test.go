@@ -55,3 +55,27 @@ func TestOperationsAreRecorded(t *testing.T) {
 		require.Empty(t, w.mem.Endpoint(r).Recorder().Open(nil), "nothing left open")
 	}
 }
+
+// A Gather is recorded with the algorithm it ran and the peers it waited
+// on: a linear one's root waits on every rank, the others on the root
+// (without the fingerprint exchange, whose waits are recorded too).
+func TestGatherIsRecorded(t *testing.T) {
+	w := newWorld(t, 3, Options{Algorithm: Linear, SkipVerify: true})
+	ctx := context.Background()
+	w.ok(t, "Gather", func(r int, g *Group) error {
+		return Gather(ctx, g, make([]int64, 4), pick(r == 1, make([]int64, 12), nil), 1)
+	})
+	for r := range 3 {
+		ops := w.mem.Endpoint(r).Recorder().Ops()
+		require.Len(t, ops, 1, "rank %d", r)
+		require.Equal(t, "Gather", ops[0].Name)
+		require.Equal(t, "linear", ops[0].Algorithm)
+		require.Equal(t, int64(4), ops[0].Count)
+		require.Equal(t, flight.Done, ops[0].State)
+		want := []int{1}
+		if r == 1 {
+			want = []int{0, 2}
+		}
+		require.ElementsMatch(t, want, ops[0].Peers(), "rank %d", r)
+	}
+}

@@ -6,7 +6,7 @@ package collectives
 // # What is guaranteed
 //
 // For a given world size and rank order, the result of every element of
-// an AllReduce, ReduceScatter or Reduce (blocking or not) is a function of
+// an AllReduce, ReduceScatter(V) or Reduce (blocking or not) is a function of
 // that element's n inputs alone: the left fold in rank order of
 // rankfold.go, or in exact mode the correctly rounded sum. It does not
 // depend on the algorithm asked for, the transport (messages over any
@@ -51,8 +51,8 @@ const (
 func (x *run) reproExec() error {
 	op := x.op
 	switch op.kind {
-	case kReduceScatter:
-		return x.reproReduceScatter(op.send, op.recv, x.equalOffsets(0, op.count))
+	case kReduceScatter, kReduceScatterV:
+		return x.reproReduceScatter(op.send, op.recv, x.blocks())
 	case kReduce:
 		return x.reproReduce()
 	}

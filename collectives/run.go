@@ -66,7 +66,7 @@ func (x *run) begin(op *operation) {
 		// Only the pipelines' message counts depend on the chunk size.
 		x.fp.chunk = uint32(x.g.chunk)
 	}
-	if op.kind == kAllGatherV {
+	if op.kind.varies() {
 		x.fp.vhash = hashInts(op.counts)
 	}
 	x.hash = x.fp.hash()
@@ -123,10 +123,14 @@ func (x *run) exec() error {
 		return x.rdAllReduce()
 	case kAllGather, kAllGatherV:
 		return x.allGather()
-	case kReduceScatter:
+	case kReduceScatter, kReduceScatterV:
 		return x.reduceScatter()
 	case kAllToAll, kAllToAllV:
 		return x.allToAll()
+	case kGather, kGatherV:
+		return x.gather()
+	case kScatter, kScatterV:
+		return x.scatter()
 	case kBroadcast:
 		if op.algo == Chain {
 			return x.chainBroadcast()
@@ -147,10 +151,12 @@ func (x *run) shExec() error {
 	switch x.op.kind {
 	case kAllReduce:
 		return x.shAllReduce()
-	case kAllGather, kAllGatherV:
-		return x.shAllGather()
-	case kReduceScatter:
+	case kAllGather, kAllGatherV, kGather, kGatherV:
+		return x.shGather()
+	case kReduceScatter, kReduceScatterV:
 		return x.shReduceScatter()
+	case kScatter, kScatterV:
+		return x.shScatter()
 	case kAllToAll:
 		return x.shAllToAll()
 	case kAllToAllV:
@@ -168,7 +174,7 @@ func (x *run) local() {
 	op := x.op
 	switch op.kind {
 	case kBarrier:
-	case kAllReduce, kReduce, kReduceScatter:
+	case kAllReduce, kReduce, kReduceScatter, kReduceScatterV:
 		if op.mode != modeDefault {
 			// The fold of one value, so that a NaN is the one any
 			// world size gives.

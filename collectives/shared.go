@@ -233,33 +233,40 @@ func (x *run) shBroadcast() error {
 	}
 }
 
-// shAllGather: every rank deposits chunk j of its block and copies chunk
-// j-1 of the others'.
-func (x *run) shAllGather() error {
+// longest is the largest block at the offsets off.
+func longest(off []int) int {
+	l := 0
+	for r := range len(off) - 1 {
+		l = max(l, off[r+1]-off[r])
+	}
+	return l
+}
+
+// shGather: every rank deposits chunk j of its block and copies chunk j-1
+// of the others' (AllGather), or the root alone copies them, and takes its
+// own from send (Gather).
+func (x *run) shGather() error {
 	op, s := x.op, x.g.shm
-	var off []int
-	if op.kind == kAllGatherV {
-		off = x.offsets(0, 0, op.counts)
-	} else {
-		off = x.equalOffsets(0, op.count)
-	}
-	longest := 0
-	for r := range s.n {
-		longest = max(longest, off[r+1]-off[r])
-	}
+	off := x.blocks()
+	all := op.kind == kAllGather || op.kind == kAllGatherV
+	takes := all || s.me == op.root
+	deposits := all || s.me != op.root
 	c := x.shChunkBytes(s.chunk)
-	m := shPieces(longest, c)
-	mine := op.recv[off[s.me]:off[s.me+1]]
+	m := shPieces(longest(off), c)
+	var mine []byte
+	if takes {
+		mine = op.recv[off[s.me]:off[s.me+1]]
+	}
 	for j := 0; ; j++ {
-		if j > 0 {
+		if j > 0 && takes {
 			// Where depositing it left it: in cache.
 			lo, hi := piece(j-1, c, len(op.send))
 			copyUnlessSame(mine[lo:hi], op.send[lo:hi])
 		}
-		if j < m {
+		if j < m && deposits {
 			x.shPut(op.send, j, c)
 		}
-		if j > 0 {
+		if j > 0 && takes {
 			for r := range s.n {
 				if r != s.me {
 					blk := op.recv[off[r]:off[r+1]]
@@ -327,9 +334,9 @@ func (x *run) shExchange(send []byte, soff, roff []int, longest, j0 int) error {
 func (x *run) shReduceScatter() error {
 	op, s := x.op, x.g.shm
 	blk := len(op.recv)
-	off := x.equalOffsets(0, op.count)
+	off := x.blocks()
 	q := x.shChunkBytes(s.chunk / s.n)
-	m := shPieces(blk, q)
+	m := shPieces(longest(off), q)
 	for j := 0; ; j++ {
 		if j < m {
 			x.shDeposit(op.send, off, j, q, true)
@@ -337,6 +344,36 @@ func (x *run) shReduceScatter() error {
 		if j > 0 {
 			lo, hi := piece(j-1, q, blk)
 			x.shCombine(op.recv[lo:hi], nil, s.me*q, s.me*q+hi-lo)
+		}
+		if j == m {
+			return nil
+		}
+		if err := x.shSync(j); err != nil {
+			return err
+		}
+	}
+}
+
+// shScatter: laid out as AllToAll; in phase j the root deposits chunk j
+// of the block of every other rank in that rank's region of its slot, and
+// every other rank copies chunk j-1 of its block from there.
+func (x *run) shScatter() error {
+	op, s := x.op, x.g.shm
+	off := x.blocks()
+	q := x.shChunkBytes(s.chunk / s.n)
+	m := shPieces(longest(off), q)
+	for j := 0; ; j++ {
+		switch {
+		case s.me != op.root && j > 0:
+			lo, hi := piece(j-1, q, len(op.recv))
+			from, _ := s.prev(op.root)
+			copy(op.recv[lo:hi], from[s.me*q:])
+		case s.me == op.root && j == 1:
+			// Outputs are written once the fingerprints agreed.
+			copyUnlessSame(op.recv, op.send[off[s.me]:off[s.me+1]])
+		}
+		if j < m && s.me == op.root {
+			x.shDeposit(op.send, off, j, q, false)
 		}
 		if j == m {
 			return nil

@@ -4,7 +4,8 @@
 //	cellrun -n 2 cellbench allreduce -b 8 -e 64M -f 4 -c 1
 //
 // The first argument is the collective: allreduce, allgather, alltoall,
-// reducescatter, broadcast, reduce or sendrecv. See cellbench --help.
+// reducescatter, broadcast, reduce, scatter, gather or sendrecv. See
+// cellbench --help.
 package main
 
 import (
@@ -24,7 +25,8 @@ import (
 const usage = `usage: cellrun -n N cellbench COLLECTIVE [flags]
 
 COLLECTIVE is allreduce, allgather, alltoall, reducescatter, broadcast,
-reduce or sendrecv. Sizes take K, M and G suffixes (powers of 1024).
+reduce, scatter, gather or sendrecv. Sizes take K, M and G suffixes
+(powers of 1024).
 
 Flags:
 `
@@ -61,10 +63,10 @@ func parse(args []string) (bench.Config, error) {
 	fs.IntVarP(&check, "check", "c", 1, "check the results: 1 yes, 0 no")
 	fs.StringVarP(&cfg.Type, "datatype", "d", "float", "element `TYPE`: float, double, int32, int64, uint8, half, bfloat16")
 	fs.StringVarP(&cfg.Op, "op", "o", "sum", "reduction `OP`: sum, prod, min, max, avg")
-	fs.IntVarP(&cfg.Root, "root", "r", 0, "`RANK` of the root of broadcast and reduce")
+	fs.IntVarP(&cfg.Root, "root", "r", 0, "`RANK` of the root of broadcast, reduce, scatter and gather")
 	fs.IntVar(&cfg.Reps, "reps", 5, "`N` timed repetitions; rows show their median")
 	fs.DurationVar(&cfg.RepTime, "rep-time", 0, "raise -n per size so a repetition lasts about `D` (e.g. 40ms)")
-	fs.StringVar(&algo, "algo", "", "force the collective `ALGORITHM`: ring, recursive-doubling, halving-doubling, pairwise, chain, tree, shared, hierarchical")
+	fs.StringVar(&algo, "algo", "", "force the collective `ALGORITHM`: ring, recursive-doubling, halving-doubling, pairwise, chain, tree, linear, shared, hierarchical")
 	fs.BoolVar(&cfg.Reproducible, "reproducible", false, "reduce every element in rank order (the same bits whatever the algorithm and transport)")
 	fs.BoolVar(&cfg.Exact, "exact", false, "correctly rounded float sums")
 	fs.StringVar(&chunk, "chunk", "0", "pipelining unit `SIZE` of the ring, chain and shared algorithms (0: the library's)")

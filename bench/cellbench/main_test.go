@@ -59,7 +59,9 @@ func TestCollectivesCorrect(t *testing.T) {
 	cases = append(cases,
 		[]string{"allreduce", "-d", "half", "-o", "max"},
 		[]string{"reduce", "-d", "int64", "-o", "prod", "-r", "1"},
-		[]string{"reducescatter", "-d", "bfloat16", "-o", "avg"})
+		[]string{"reducescatter", "-d", "bfloat16", "-o", "avg"},
+		[]string{"gather", "-d", "int32", "-r", "1"},
+		[]string{"scatter", "-d", "half", "-r", "1"})
 	for _, args := range cases {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
 			jsonFile := filepath.Join(t.TempDir(), "rows.json")
@@ -93,6 +95,43 @@ func TestCollectivesCorrect(t *testing.T) {
 					assert.Zero(t, r.InPlace.Wrong)
 				}
 			}
+		})
+	}
+}
+
+// Gather and scatter rows are nccl-tests': the size is the root's whole
+// buffer, a whole number of blocks, the root column is -r, and the bus
+// bandwidth is the algorithm bandwidth times (n-1)/n.
+func TestGatherScatterRows(t *testing.T) {
+	for _, coll := range []string{"gather", "scatter"} {
+		t.Run(coll, func(t *testing.T) {
+			jsonFile := filepath.Join(t.TempDir(), "rows.json")
+			lines := runBench(t, coll, "-b", "1K", "-e", "1M", "-f", "32", "-r", "1",
+				"-n", "2", "-w", "1", "--reps", "1", "-c", "1", "--json", jsonFile)
+			var rows []bench.Row
+			data, err := os.ReadFile(jsonFile)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(data, &rows))
+			require.Len(t, rows, 3, "1K, 32K and 1M in:\n%s", strings.Join(lines, "\n"))
+			for _, r := range rows {
+				assert.Equal(t, coll, r.Collective)
+				assert.Equal(t, 1, r.Root)
+				assert.Equal(t, "none", r.RedOp)
+				assert.Equal(t, r.Bytes, int64(4*r.Count))
+				assert.Zero(t, r.Count%2, "a block per rank")
+				for _, res := range []bench.Result{r.OutOfPlace, r.InPlace} {
+					assert.False(t, res.Skipped)
+					assert.Zero(t, res.Wrong)
+					assert.InDelta(t, res.AlgBW/2, res.BusBW, 1e-9*res.AlgBW)
+				}
+			}
+			var roots []string
+			for _, l := range lines {
+				if m := rowPattern.FindStringSubmatch(l); m != nil {
+					roots = append(roots, strings.Fields(l)[5])
+				}
+			}
+			assert.Equal(t, []string{"1", "1", "1"}, roots)
 		})
 	}
 }

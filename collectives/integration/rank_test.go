@@ -106,8 +106,13 @@ func runChecks(k *checker, c *comm.Comm) error {
 		checkBroadcast,
 		checkReduce,
 		checkBarrier,
+		checkGather,
+		checkScatter,
+		checkReduceScatterV,
 		checkInFlight,
+		checkWaitAll,
 		checkMismatch,
+		func(k *checker) error { return checkSendrecv(k, c) },
 		func(k *checker) error { return checkReproducible(k, c.P2P()) },
 	} {
 		if err := check(k); err != nil {

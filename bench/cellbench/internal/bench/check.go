@@ -24,17 +24,22 @@ func (x *xfer[T]) check(ctx context.Context) (int64, error) {
 	for j := range x.recv {
 		x.recv[j] = zero
 	}
-	for j := range x.send {
-		i := j
-		if b.coll.name == "allgather" {
-			i = b.rank*x.blk + j
+	root := b.rank == b.cfg.Root
+	// Scatter reads send at the root only, where the in-place form's recv
+	// lies inside it; elsewhere filling it could pass for the result.
+	if b.coll.name != "scatter" || root {
+		for j := range x.send {
+			i := j
+			if b.coll.name == "allgather" || b.coll.name == "gather" {
+				i = b.rank*x.blk + j
+			}
+			x.send[j] = c.from(b.value(b.rank, i))
 		}
-		x.send[j] = c.from(b.value(b.rank, i))
 	}
 	if err := x.call(ctx); err != nil {
 		return 0, err
 	}
-	if b.coll.name == "reduce" && b.rank != b.cfg.Root {
+	if (b.coll.name == "reduce" || b.coll.name == "gather") && !root {
 		return 0, nil
 	}
 	var wrong int64
@@ -57,8 +62,10 @@ func (x *xfer[T]) expected(j int) float64 {
 		return reduced(j)
 	case "reducescatter":
 		return reduced(b.rank*x.blk + j)
-	case "allgather":
+	case "allgather", "gather":
 		return b.value(j/x.blk, j)
+	case "scatter":
+		return b.value(b.cfg.Root, b.rank*x.blk+j)
 	case "alltoall":
 		return b.value(j/x.blk, b.rank*x.blk+j%x.blk)
 	case "broadcast":

@@ -27,6 +27,8 @@ var Collectives = []collective{
 	{name: "reducescatter", csvName: "reduce_scatter", reduces: true, blocks: true, busFactor: ring},
 	{name: "broadcast", csvName: "bcast", rooted: true, busFactor: one},
 	{name: "reduce", csvName: "reduce", reduces: true, rooted: true, busFactor: one},
+	{name: "scatter", csvName: "scatter", rooted: true, blocks: true, busFactor: ring},
+	{name: "gather", csvName: "gather", rooted: true, blocks: true, busFactor: ring},
 	{name: "sendrecv", csvName: "sendrecv", busFactor: one},
 }
 

@@ -11,22 +11,11 @@ const sendRecvTag = 0x5e4d
 
 // sendRecv sends send to the next rank and receives recv from the
 // previous one, as nccl-tests' sendrecv does: every rank both sends and
-// receives one message per call.
+// receives one message per call, with one comm.Sendrecv.
 func (b *bencher) sendRecv(ctx context.Context, send, recv []byte) error {
 	next, prev := (b.rank+1)%b.n, (b.rank+b.n-1)%b.n
-	rh, err := b.comm.Irecv(prev, sendRecvTag, recv)
-	if err != nil {
-		return fmt.Errorf("receive from rank %d: %w", prev, err)
-	}
-	sh, err := b.comm.Isend(next, sendRecvTag, send)
-	if err != nil {
-		return fmt.Errorf("send to rank %d: %w", next, err)
-	}
-	if _, err := sh.Wait(ctx); err != nil {
-		return fmt.Errorf("send to rank %d: %w", next, err)
-	}
-	if _, err := rh.Wait(ctx); err != nil {
-		return fmt.Errorf("receive from rank %d: %w", prev, err)
+	if _, err := b.comm.Sendrecv(ctx, next, sendRecvTag, send, prev, sendRecvTag, recv); err != nil {
+		return fmt.Errorf("sendrecv to rank %d from rank %d: %w", next, prev, err)
 	}
 	return nil
 }

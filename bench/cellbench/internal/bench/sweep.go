@@ -84,9 +84,9 @@ func (x *xfer[T]) views(a, z []T, inPlace bool) {
 	rank, name := x.b.rank, x.b.coll.name
 	sendCount, recvCount := x.count, x.count
 	switch name {
-	case "allgather":
+	case "allgather", "gather":
 		sendCount = x.blk
-	case "reducescatter":
+	case "reducescatter", "scatter":
 		recvCount = x.blk
 	}
 	if !inPlace {
@@ -96,9 +96,9 @@ func (x *xfer[T]) views(a, z []T, inPlace bool) {
 	buf := z[:x.count]
 	x.send, x.recv = buf, buf
 	switch name {
-	case "allgather":
+	case "allgather", "gather":
 		x.send = buf[rank*x.blk:][:x.blk]
-	case "reducescatter":
+	case "reducescatter", "scatter":
 		x.recv = buf[rank*x.blk:][:x.blk]
 	}
 }
@@ -119,6 +119,10 @@ func (x *xfer[T]) call(ctx context.Context) error {
 		return collectives.Broadcast(ctx, b.group, x.send, x.recv, b.cfg.Root)
 	case "reduce":
 		return collectives.Reduce(ctx, b.group, x.send, x.recv, b.op, b.cfg.Root)
+	case "gather":
+		return collectives.Gather(ctx, b.group, x.send, x.recv, b.cfg.Root)
+	case "scatter":
+		return collectives.Scatter(ctx, b.group, x.send, x.recv, b.cfg.Root)
 	case "sendrecv":
 		return b.sendRecv(ctx, asBytes(x.send), asBytes(x.recv))
 	}

@@ -1,0 +1,136 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+)
+
+// WaitAll waits until every request of reqs has completed and returns
+// their errors joined (nil if all succeeded), each naming its index in
+// reqs. ctx bounds the waiting only, as it does for Wait: if it ends
+// first, WaitAll returns its error and no request is spent, so WaitAll
+// (or Wait on any of them) may be called again. A zero Request, or one
+// already waited for, is inactive and ignored, as MPI_Waitall ignores
+// MPI_REQUEST_NULL.
+func WaitAll(ctx context.Context, reqs ...Request) error {
+	// The requests are spent only once all of them are done.
+	for i, r := range reqs {
+		op, err := r.live()
+		if err != nil {
+			continue
+		}
+		if !op.completed(ctx) {
+			return fmt.Errorf("collectives: waiting for request %d of %d (%s #%d): %w", i, len(reqs), op.kind, op.seq, ctx.Err())
+		}
+	}
+	var errs []error
+	for i, r := range reqs {
+		if op, err := r.live(); err == nil {
+			if err := op.take(); err != nil {
+				errs = append(errs, fmt.Errorf("request %d: %w", i, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// WaitAny waits until one of reqs has completed, spends it and returns
+// its index and error; the others are left as they were. Inactive
+// requests (zero, or already waited for) are skipped, so that calling
+// WaitAny on the same slice until it returns -1 collects every result, as
+// with MPI_Waitany; -1 and a nil error mean none was active. If ctx ends
+// first, WaitAny returns -1 and ctx's error, and no request is spent.
+//
+// A group completes its operations in the order they were issued, so
+// among the requests of one group WaitAny waits for the earliest issued;
+// requests of several groups cost it an allocation.
+func WaitAny(ctx context.Context, reqs ...Request) (int, error) {
+	one, many := -1, false // the earliest of the first group seen; another group seen
+	for i, r := range reqs {
+		op, err := r.live()
+		if err != nil {
+			continue
+		}
+		if op.state.Load() == opDone {
+			return i, op.take()
+		}
+		switch {
+		case one < 0:
+			one = i
+		case reqs[one].op.group != op.group:
+			many = true
+		case op.seq < reqs[one].op.seq:
+			one = i
+		}
+	}
+	if one < 0 {
+		return -1, nil
+	}
+	if many {
+		return waitAnyGroup(ctx, reqs)
+	}
+	if !reqs[one].op.completed(ctx) {
+		return -1, fmt.Errorf("collectives: waiting for any of %d requests: %w", len(reqs), ctx.Err())
+	}
+	return one, reqs[one].op.take()
+}
+
+// waitAnyGroup is WaitAny over requests of several groups: one select
+// over the earliest pending operation of each and ctx.
+func waitAnyGroup(ctx context.Context, reqs []Request) (int, error) {
+	var first []int
+	for i, r := range reqs {
+		op, err := r.live()
+		if err != nil {
+			continue
+		}
+		j := -1
+		for k, f := range first {
+			if reqs[f].op.group == op.group {
+				j = k
+			}
+		}
+		switch {
+		case j < 0:
+			first = append(first, i)
+		case op.seq < reqs[first[j]].op.seq:
+			first[j] = i
+		}
+	}
+	cases := make([]reflect.SelectCase, 0, len(first)+1)
+	for _, i := range first {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(reqs[i].op.done)})
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+	k, _, _ := reflect.Select(cases)
+	if k == len(first) {
+		return -1, fmt.Errorf("collectives: waiting for any of %d requests: %w", len(reqs), ctx.Err())
+	}
+	i := first[k]
+	op := reqs[i].op
+	op.done <- struct{}{} // put back for take
+	return i, op.take()
+}
+
+// completed waits until the operation of a live Request is done, leaving
+// its completion token for take; false if ctx ended first.
+func (op *operation) completed(ctx context.Context) bool {
+	select {
+	case <-op.done:
+		op.done <- struct{}{}
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// take spends the Request of a completed operation: it takes the result
+// and recycles the operation.
+func (op *operation) take() error {
+	<-op.done
+	err := op.err
+	op.group.recycle(op)
+	return err
+}
