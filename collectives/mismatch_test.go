@@ -229,13 +229,17 @@ func TestMismatchEverySize(t *testing.T) {
 }
 
 // TestVerifyPartnersAreTheData: with a power-of-two world, an 8-byte
-// AllReduce (recursive doubling) and its fingerprint exchange talk to the
-// same log2(n) peers, so a rank connects to no more; Bruck's exchange
-// would add log2(n)-1 others.
+// AllReduce (recursive doubling), a Barrier and their fingerprint
+// exchanges talk to the same log2(n) peers, so a rank connects to no
+// more; Bruck's exchange or the barrier's rank±2^k would add log2(n)-1
+// others.
 func TestVerifyPartnersAreTheData(t *testing.T) {
 	const n = 16
 	w := newWorldOn(t, n, false, func(int) Options { return Options{} })
 	suiteOf("float64").allReduce(t, w, 1, Sum, false)
+	for _, err := range w.run(func(_ int, g *Group) error { return Barrier(testCtx(t), g) }) {
+		require.NoError(t, err)
+	}
 	for r := range n {
 		want := []int{}
 		for d := 1; d < n; d *= 2 {

@@ -40,8 +40,11 @@
 //
 // # Protocol
 //
-// Each pair of ranks has two cell connections (package cell/driver), each
-// over Options.Paths queue pairs. A cell connection moves ranges of
+// Each pair of ranks has up to two cell connections (package
+// cell/driver), each over Options.Paths queue pairs: the control one from
+// the pair's first message, the bulk one from its first message too large
+// for the control stream, whose setup crosses the control connection. A
+// cell connection moves ranges of
 // registered memory strictly in order: the k-th send fills the k-th
 // receive the peer posted. Tag matching needs the receiver to choose where
 // a message goes, so the pair uses one connection for each of two streams
@@ -68,6 +71,7 @@
 //	       (*MismatchError), or the receive was given up
 //	BYE    the sender is closing
 //	ABORT  the sender aborted the job, with the cause
+//	SETUP  the sender's half of the bulk connection's setup
 //
 // An EAGER message completes at the sender once its slot has landed. A
 // receiver holds at most eagerCredits unmatched eager messages per peer
