@@ -213,9 +213,9 @@ func (c *Conn) pathOf(qpn uint32) int {
 // rests meanwhile, which it decided when posts ranges had been posted: a
 // range posted since ends the wait before it begins, since Send and Recv
 // kick only a parked connection. Completions it receives are handled in
-// a round of progress before it returns. Waiting in the CQ rather than sleeping matters: on
-// some providers (shm) a goroutine polling its CQ is what executes the
-// peer's requests that need this end.
+// a round of progress before it returns. Waiting in the CQ rather than
+// sleeping matters: on some providers (shm) a goroutine polling its CQ is
+// what executes the peer's requests that need this end.
 func (c *Conn) wait(d time.Duration, park bool, posts uint64) {
 	c.mu.Lock()
 	if c.kicked || c.err != nil || (park && c.posts != posts) {
