@@ -105,6 +105,12 @@ type Config struct {
 	// not die exits 0, and one at least did.
 	Elastic bool
 
+	// CPUs is how many processors the ranks of this node share; zero means
+	// this process's runtime.GOMAXPROCS. Ranks that talk over cells get
+	// GOMAXPROCS = CPUs / ProcsPerNode, at least 1, unless the environment
+	// sets GOMAXPROCS (see the package documentation).
+	CPUs int
+
 	// LogDir, if set, also receives each rank's output in rank.N.log.
 	LogDir string
 	// NoPrefix leaves the "[rank] " prefix off the output lines.

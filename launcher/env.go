@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -124,6 +125,9 @@ func jobEnv(base []string, cfg *Config, acc access, gen int) []string {
 	if cfg.EtcdPassword != "" {
 		add(EnvEtcdPassword, cfg.EtcdPassword)
 	}
+	if n := goMaxProcs(base, cfg); n > 0 {
+		add(EnvGoMaxProcs, strconv.Itoa(n))
+	}
 
 	drop := make(map[string]bool, len(ownedVars)+len(set))
 	for _, name := range ownedVars {
@@ -140,6 +144,46 @@ func jobEnv(base []string, cfg *Config, acc access, gen int) []string {
 		}
 	}
 	return append(env, set...)
+}
+
+// EnvGoMaxProcs is the Go runtime's own variable, which cellrun sets for
+// the ranks of a node that runs several and talks over cells (see
+// goMaxProcs).
+const EnvGoMaxProcs = "GOMAXPROCS"
+
+// goMaxProcs is the GOMAXPROCS each rank of the node gets, or 0 to leave
+// the runtime's default. Ranks whose messages go through cell connections
+// (a job of several nodes, or transport tcp or ibv) share the node's
+// processors, as torchrun's ranks share them through OMP_NUM_THREADS: a
+// rank's runtime that thinks it owns every processor wakes a thread for
+// an idle one at each hand-off between goroutines, and the ranks' threads
+// then take turns on the cores (two tcp ranks on two cores ran their
+// AllReduces 1.6–2× faster with one processor each, bench/RESULTS.md).
+// A one-node job whose collectives go through host memory keeps the
+// default: its waits spin on memory, and an 8-byte AllReduce lost 1.5–3×
+// with one. A user's GOMAXPROCS, or one rank per node, is left alone.
+func goMaxProcs(base []string, cfg *Config) int {
+	if cfg.ProcsPerNode < 2 {
+		return 0
+	}
+	transport := cfg.Transport
+	for _, kv := range base {
+		name, value, _ := strings.Cut(kv, "=")
+		switch {
+		case name == EnvGoMaxProcs:
+			return 0
+		case name == EnvTransport && transport == "":
+			transport = value
+		}
+	}
+	if cfg.Nodes < 2 && transport != "tcp" && transport != "ibv" {
+		return 0
+	}
+	cpus := cfg.CPUs
+	if cpus <= 0 {
+		cpus = runtime.GOMAXPROCS(0)
+	}
+	return max(1, cpus/cfg.ProcsPerNode)
 }
 
 // rankEnv adds one rank's own variables to the node's jobEnv.

@@ -31,7 +31,7 @@ func TestJobEnv(t *testing.T) {
 		},
 		{
 			name: "every knob, third generation",
-			cfg: Config{Nodes: 3, ProcsPerNode: 2, Job: "j", Transport: "tcp", Paths: 4, CellSize: 1 << 20,
+			cfg: Config{Nodes: 3, ProcsPerNode: 2, CPUs: 2, Job: "j", Transport: "tcp", Paths: 4, CellSize: 1 << 20,
 				Policy: "spray", Debug: "1", Reproducible: true, RendezvousTimeout: 90 * time.Second,
 				Timeout: NoTimeout, StallReport: 45 * time.Second, TraceDir: "/tr", MetricsPort: 9400,
 				EtcdCA: "ca.pem", EtcdCert: "c.pem", EtcdKey: "k.pem", EtcdUser: "u", EtcdPassword: "p"},
@@ -42,7 +42,7 @@ func TestJobEnv(t *testing.T) {
 				"RDMACELL_DEBUG=1", "RDMACELL_REPRODUCIBLE=1", "RDMACELL_RENDEZVOUS_TIMEOUT=1m30s",
 				"RDMACELL_TIMEOUT=0", "RDMACELL_STALL_REPORT=45s", "RDMACELL_TRACE_DIR=/tr/g2",
 				"RDMACELL_ETCD_CA=ca.pem", "RDMACELL_ETCD_CERT=c.pem", "RDMACELL_ETCD_KEY=k.pem",
-				"RDMACELL_ETCD_USER=u", "RDMACELL_ETCD_PASSWORD=p",
+				"RDMACELL_ETCD_USER=u", "RDMACELL_ETCD_PASSWORD=p", "GOMAXPROCS=1",
 				"RDMACELL_RANK=5", "RDMACELL_LOCAL_RANK=1", "RDMACELL_METRICS_ADDR=:9401"},
 		},
 	}
@@ -50,6 +50,33 @@ func TestJobEnv(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env := rankEnv(jobEnv(base, &tt.cfg, access{endpoints: []string{"http://a:1", "http://b:2"}, secret: secret}, tt.gen), 5, 1, tt.cfg.MetricsPort)
 			assert.Equal(t, tt.want, env)
+		})
+	}
+}
+
+// Ranks that share a node's processors and talk over cells each get
+// their share as GOMAXPROCS, at least 1; a one-node job through host
+// memory, a lone rank and a user's own GOMAXPROCS keep theirs.
+func TestGoMaxProcs(t *testing.T) {
+	tests := []struct {
+		name string
+		base []string
+		cfg  Config
+		want int
+	}{
+		{"tcp on one node", nil, Config{Nodes: 1, ProcsPerNode: 2, CPUs: 8, Transport: "tcp"}, 4},
+		{"ibv, more ranks than processors", nil, Config{Nodes: 1, ProcsPerNode: 16, CPUs: 2, Transport: "ibv"}, 1},
+		{"several nodes, auto", nil, Config{Nodes: 2, ProcsPerNode: 4, CPUs: 8}, 2},
+		{"tcp inherited", []string{"RDMACELL_TRANSPORT=tcp"}, Config{Nodes: 1, ProcsPerNode: 2, CPUs: 8}, 4},
+		{"one node, auto", nil, Config{Nodes: 1, ProcsPerNode: 4, CPUs: 8}, 0},
+		{"one node, shm", nil, Config{Nodes: 1, ProcsPerNode: 4, CPUs: 8, Transport: "shm"}, 0},
+		{"flag over the inherited", []string{"RDMACELL_TRANSPORT=tcp"}, Config{Nodes: 1, ProcsPerNode: 2, CPUs: 8, Transport: "shm"}, 0},
+		{"one rank per node", nil, Config{Nodes: 4, ProcsPerNode: 1, CPUs: 8, Transport: "tcp"}, 0},
+		{"the user's own", []string{"GOMAXPROCS=3"}, Config{Nodes: 2, ProcsPerNode: 2, CPUs: 8}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, goMaxProcs(tt.base, &tt.cfg))
 		})
 	}
 }
