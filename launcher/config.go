@@ -106,9 +106,9 @@ type Config struct {
 	Elastic bool
 
 	// CPUs is how many processors the ranks of this node share; zero means
-	// this process's runtime.GOMAXPROCS. Ranks that talk over cells get
-	// GOMAXPROCS = CPUs / ProcsPerNode, at least 1, unless the environment
-	// sets GOMAXPROCS (see the package documentation).
+	// this process's runtime.GOMAXPROCS. With transport tcp or ibv the
+	// ranks get GOMAXPROCS = CPUs / ProcsPerNode, at least 1, unless the
+	// environment sets GOMAXPROCS (see the package documentation).
 	CPUs int
 
 	// LogDir, if set, also receives each rank's output in rank.N.log.

@@ -52,10 +52,10 @@
 //	RDMACELL_ETCD_USER            --etcd-user: etcd user name
 //	RDMACELL_ETCD_PASSWORD        --etcd-password: etcd password
 //
-// With several ranks per node that talk over cell connections (more than
-// one node, or --transport tcp or ibv) and no GOMAXPROCS in its own
-// environment, cellrun also sets GOMAXPROCS to the node's processors
-// divided among its ranks, at least 1 (see Config.CPUs).
+// With several ranks per node, --transport tcp or ibv (every message over
+// network cell connections) and no GOMAXPROCS in its own environment,
+// cellrun also sets GOMAXPROCS to the node's processors divided among its
+// ranks, at least 1 (see Config.CPUs).
 //
 // The etcd variables and the secret are never inherited: they belong to
 // the etcd that cellrun chose for the job. With a join token (--join) and

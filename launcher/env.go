@@ -147,21 +147,22 @@ func jobEnv(base []string, cfg *Config, acc access, gen int) []string {
 }
 
 // EnvGoMaxProcs is the Go runtime's own variable, which cellrun sets for
-// the ranks of a node that runs several and talks over cells (see
-// goMaxProcs).
+// the ranks of a node that runs several and talks over network cells
+// only (see goMaxProcs).
 const EnvGoMaxProcs = "GOMAXPROCS"
 
 // goMaxProcs is the GOMAXPROCS each rank of the node gets, or 0 to leave
-// the runtime's default. Ranks whose messages go through cell connections
-// (a job of several nodes, or transport tcp or ibv) share the node's
-// processors, as torchrun's ranks share them through OMP_NUM_THREADS: a
-// rank's runtime that thinks it owns every processor wakes a thread for
-// an idle one at each hand-off between goroutines, and the ranks' threads
-// then take turns on the cores (two tcp ranks on two cores ran their
-// AllReduces 1.6–2× faster with one processor each, bench/RESULTS.md).
-// A one-node job whose collectives go through host memory keeps the
-// default: its waits spin on memory, and an 8-byte AllReduce lost 1.5–3×
-// with one. A user's GOMAXPROCS, or one rank per node, is left alone.
+// the runtime's default. Ranks whose every message goes through network
+// cell connections (transport tcp or ibv) share the node's processors, as
+// torchrun's ranks share them through OMP_NUM_THREADS: a rank's runtime
+// that thinks it owns every processor wakes a thread for an idle one at
+// each hand-off between goroutines, and the ranks' threads then take
+// turns on the cores (two tcp ranks on two cores ran their AllReduces
+// 1.6–2× faster with one processor each, bench/RESULTS.md). Ranks that
+// also talk through host memory keep the default: there a one-node job's
+// 8-byte AllReduce lost 1.5–3× with one processor, and a two-node job's
+// hierarchical 64 MiB AllReduce 1.25×. A user's GOMAXPROCS, or one rank
+// per node, is left alone.
 func goMaxProcs(base []string, cfg *Config) int {
 	if cfg.ProcsPerNode < 2 {
 		return 0
@@ -176,7 +177,7 @@ func goMaxProcs(base []string, cfg *Config) int {
 			transport = value
 		}
 	}
-	if cfg.Nodes < 2 && transport != "tcp" && transport != "ibv" {
+	if transport != "tcp" && transport != "ibv" {
 		return 0
 	}
 	cpus := cfg.CPUs

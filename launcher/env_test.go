@@ -54,9 +54,9 @@ func TestJobEnv(t *testing.T) {
 	}
 }
 
-// Ranks that share a node's processors and talk over cells each get
-// their share as GOMAXPROCS, at least 1; a one-node job through host
-// memory, a lone rank and a user's own GOMAXPROCS keep theirs.
+// Ranks that share a node's processors and talk over network cells only
+// each get their share as GOMAXPROCS, at least 1; ranks that also use
+// host memory, a lone rank and a user's own GOMAXPROCS keep theirs.
 func TestGoMaxProcs(t *testing.T) {
 	tests := []struct {
 		name string
@@ -66,13 +66,14 @@ func TestGoMaxProcs(t *testing.T) {
 	}{
 		{"tcp on one node", nil, Config{Nodes: 1, ProcsPerNode: 2, CPUs: 8, Transport: "tcp"}, 4},
 		{"ibv, more ranks than processors", nil, Config{Nodes: 1, ProcsPerNode: 16, CPUs: 2, Transport: "ibv"}, 1},
-		{"several nodes, auto", nil, Config{Nodes: 2, ProcsPerNode: 4, CPUs: 8}, 2},
+		{"several nodes, tcp", nil, Config{Nodes: 2, ProcsPerNode: 4, CPUs: 8, Transport: "tcp"}, 2},
+		{"several nodes, auto", nil, Config{Nodes: 2, ProcsPerNode: 4, CPUs: 8}, 0},
 		{"tcp inherited", []string{"RDMACELL_TRANSPORT=tcp"}, Config{Nodes: 1, ProcsPerNode: 2, CPUs: 8}, 4},
 		{"one node, auto", nil, Config{Nodes: 1, ProcsPerNode: 4, CPUs: 8}, 0},
 		{"one node, shm", nil, Config{Nodes: 1, ProcsPerNode: 4, CPUs: 8, Transport: "shm"}, 0},
 		{"flag over the inherited", []string{"RDMACELL_TRANSPORT=tcp"}, Config{Nodes: 1, ProcsPerNode: 2, CPUs: 8, Transport: "shm"}, 0},
 		{"one rank per node", nil, Config{Nodes: 4, ProcsPerNode: 1, CPUs: 8, Transport: "tcp"}, 0},
-		{"the user's own", []string{"GOMAXPROCS=3"}, Config{Nodes: 2, ProcsPerNode: 2, CPUs: 8}, 0},
+		{"the user's own", []string{"GOMAXPROCS=3"}, Config{Nodes: 2, ProcsPerNode: 2, CPUs: 8, Transport: "tcp"}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
