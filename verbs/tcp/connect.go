@@ -143,6 +143,10 @@ func (q *QP) attach(conn net.Conn, gen uint64) {
 	l.start()
 }
 
+// testHookAccepted, if set, runs when accept has made a connection q's
+// link and not yet written its verdict.
+var testHookAccepted func(q *QP)
+
 // accept offers conn, authenticated by the listener with hello h, to q. It
 // takes the connection only if it comes from the peer of q's current
 // incarnation, and answers the dialer. If q is in Init with the PSN the
@@ -168,13 +172,19 @@ func (q *QP) accept(conn net.Conn, h *hello) (wait <-chan struct{}) {
 	q.stopConnectLocked()
 	tuneConn(conn, &q.cfg)
 	l := newLinkLocked(q, conn)
+	// The verdict must precede every frame on the stream, and from here
+	// on a PostSend finds the link and would write a request inline: the
+	// writer role is held until the verdict is out.
+	l.writing.Store(true)
 	q.mu.Unlock()
-	// The verdict goes out before the sender starts, so it precedes every
-	// frame on the stream.
+	if testHookAccepted != nil {
+		testHookAccepted(q)
+	}
 	err := writeVerdict(conn, verdictAccept)
 	if err == nil {
 		err = conn.SetDeadline(time.Time{})
 	}
+	l.release()
 	l.start()
 	if err != nil {
 		q.connLost(l, fmt.Errorf("%w: qp %d: accept from %s: %w", ErrConnLost, q.qpn, l.peer, err))

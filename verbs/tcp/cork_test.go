@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,4 +64,40 @@ func TestRelaxedAckRides(t *testing.T) {
 	require.Equal(t, uint64(1), wc[0].ID)
 	require.Equal(t, WriteCounts{Batches: 1, WithRequests: 1}, pb.d.Writes(), "the acknowledgement rode behind b's write")
 	require.Zero(t, acks(b).alone)
+}
+
+// TestPostDuringAcceptFollowsTheVerdict posts a WRITE on the acceptor's
+// QP when its connection has become the QP's link and the verdict is not
+// yet written: the request must wait for the verdict, or the dialer
+// reads the request's header as a verdict and refuses the connection.
+func TestPostDuringAcceptFollowsTheVerdict(t *testing.T) {
+	e := newEnv(t)
+	_, pa, la := e.device(Options{})
+	_, pb, lb := e.device(Options{})
+	a, b := e.qp(pa, verbs.QPConfig{}), e.qp(pb, verbs.QPConfig{})
+	srcA, dstA := e.region(pa, 64, verbs.AccessLocalWrite), e.region(pa, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	srcB, dstB := e.region(pb, 64, verbs.AccessLocalWrite), e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	posted := make(chan error, 1)
+	testHookAccepted = func(q *QP) {
+		src, dst := srcA, dstB
+		if q == b.QP {
+			src, dst = srcB, dstA
+		}
+		_, err := q.PostSend(writeWR(7, verbs.OpWrite, src, 0, 8, dst, 0))
+		posted <- err
+	}
+	t.Cleanup(func() { testHookAccepted = nil })
+	connect(t, a, b)
+	require.NoError(t, <-posted, "post on the acceptor")
+	acceptor := a
+	a.mu.Lock()
+	if a.dialer {
+		acceptor = b
+	}
+	a.mu.Unlock()
+	wc := waitWCs(t, acceptor.send, 1)
+	require.Equal(t, verbs.StatusSuccess, wc[0].Status, "%+v", wc[0])
+	for _, l := range []fmt.Stringer{la, lb} {
+		require.NotContains(t, l.String(), "refusing peer")
+	}
 }
