@@ -22,7 +22,8 @@
 //
 // # Messages
 //
-// Send and Recv (and Isend and Irecv, which return a *Handle) move
+// Send and Recv (and Isend and Irecv, which return a *Handle; Sendrecv
+// does one of each at once, so that a ring shift cannot deadlock) move
 // messages of any size, from 0 bytes up, between caller buffers, matched
 // as in MPI: a message goes to the oldest receive posted for its sender
 // and tag, and messages with one sender and tag arrive in the order they
