@@ -34,7 +34,7 @@ type Conn struct {
 	qpns      []uint32 // the data QPs' numbers, by path
 	// corkers are the paths' QPs that can hold a round's writes and write
 	// them together (verbs.Corker), corked while the progress goroutine
-	// acts on what it found (see corked).
+	// acts on what it found (see cork).
 	corkers []verbs.Corker
 
 	// life ends when the connection ends; it stops the reset workers.
