@@ -12,7 +12,7 @@ import (
 
 const (
 	// protocolVersion numbers the wire format; HELLO checks it.
-	protocolVersion = 1
+	protocolVersion = 2 // 2: SETUP, the bulk connection dialed on demand
 	// slotSize is the size of a control slot; a slot is one range.
 	slotSize = 16 << 10
 	// ctlSlots is the number of control slots each end keeps posted for
