@@ -33,24 +33,8 @@ func (x *run) verify() error {
 	for d, round := 1, 0; d < n; d, round = 2*d, round+1 {
 		cnt := min(d, n-d)
 		to, from := mod(r-d, n), mod(r+d, n)
-		tag := tagVerify | uint64(round)
-		rq, err := x.g.p.Irecv(from, tag, buf[d*fpSize:(d+cnt)*fpSize])
-		if err != nil {
-			return x.failVerify(round, from, "receive", err)
-		}
-		sq, err := x.g.p.Isend(to, tag, buf[:cnt*fpSize])
-		if err != nil {
-			return x.failVerify(round, to, "send", err)
-		}
-		x.waiting(-1, from, flight.Recv)
-		if n, err := rq.Wait(x.ctx); err != nil {
-			return x.failVerify(round, from, "receive", err)
-		} else if n != cnt*fpSize {
-			return x.failVerify(round, from, "receive", fmt.Errorf("got %d bytes of fingerprints, want %d", n, cnt*fpSize))
-		}
-		x.waiting(-1, to, flight.Send)
-		if _, err := sq.Wait(x.ctx); err != nil {
-			return x.failVerify(round, to, "send", err)
+		if err := x.verifyRound(round, to, buf[:cnt*fpSize], from, buf[d*fpSize:(d+cnt)*fpSize]); err != nil {
+			return err
 		}
 	}
 	return x.compare(buf, r)
@@ -64,27 +48,36 @@ func (x *run) verifyPairs(buf []byte) error {
 	for d, round := 1, 0; d < n; d, round = 2*d, round+1 {
 		peer, lo := r^d, r&^(d-1)
 		plo := lo ^ d
-		tag := tagVerify | uint64(round)
-		rq, err := x.g.p.Irecv(peer, tag, buf[plo*fpSize:(plo+d)*fpSize])
-		if err != nil {
-			return x.failVerify(round, peer, "receive", err)
-		}
-		sq, err := x.g.p.Isend(peer, tag, buf[lo*fpSize:(lo+d)*fpSize])
-		if err != nil {
-			return x.failVerify(round, peer, "send", err)
-		}
-		x.waiting(-1, peer, flight.Recv)
-		if got, err := rq.Wait(x.ctx); err != nil {
-			return x.failVerify(round, peer, "receive", err)
-		} else if got != d*fpSize {
-			return x.failVerify(round, peer, "receive", fmt.Errorf("got %d bytes of fingerprints, want %d", got, d*fpSize))
-		}
-		x.waiting(-1, peer, flight.Send)
-		if _, err := sq.Wait(x.ctx); err != nil {
-			return x.failVerify(round, peer, "send", err)
+		if err := x.verifyRound(round, peer, buf[lo*fpSize:(lo+d)*fpSize], peer, buf[plo*fpSize:(plo+d)*fpSize]); err != nil {
+			return err
 		}
 	}
 	return x.compare(buf, 0)
+}
+
+// verifyRound sends send to rank to while it receives exactly len(recv)
+// bytes of records from rank from, and waits for both.
+func (x *run) verifyRound(round, to int, send []byte, from int, recv []byte) error {
+	tag := tagVerify | uint64(round)
+	rq, err := x.g.p.Irecv(from, tag, recv)
+	if err != nil {
+		return x.failVerify(round, from, "receive", err)
+	}
+	sq, err := x.g.p.Isend(to, tag, send)
+	if err != nil {
+		return x.failVerify(round, to, "send", err)
+	}
+	x.waiting(-1, from, flight.Recv)
+	if n, err := rq.Wait(x.ctx); err != nil {
+		return x.failVerify(round, from, "receive", err)
+	} else if n != len(recv) {
+		return x.failVerify(round, from, "receive", fmt.Errorf("got %d bytes of fingerprints, want %d", n, len(recv)))
+	}
+	x.waiting(-1, to, flight.Send)
+	if _, err := sq.Wait(x.ctx); err != nil {
+		return x.failVerify(round, to, "send", err)
+	}
+	return nil
 }
 
 // compare checks the gathered records against this rank's: buf[i] is
