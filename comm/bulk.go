@@ -42,8 +42,7 @@ func (p *peer) askLocked() {
 // askChunkLocked asks for h's next chunk; false means it has to wait.
 func (p *peer) askChunkLocked(h *Handle) bool {
 	if p.bulk == nil {
-		p.startBulkLocked()
-		return false
+		return false // dialing: the RTS that matched h started it
 	}
 	n := h.total - h.issued
 	if !h.zero {
@@ -119,9 +118,8 @@ func (p *peer) bulkReceivedLocked() {
 // postBulkSendsLocked answers CTSs in order, as far as ranges and staging
 // buffers allow.
 func (p *peer) postBulkSendsLocked() {
-	if p.bsendQ.len() > 0 && p.bulk == nil {
-		p.startBulkLocked()
-		return
+	if p.bulk == nil {
+		return // dialing: the RTS these answers are for started it
 	}
 	for p.bsendQ.len() > 0 && p.bsendF.len() < maxBulkRanges && !p.down {
 		x := p.bsendQ.front()

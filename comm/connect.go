@@ -59,7 +59,11 @@ func (w *world) dial(p *peer) {
 	defer w.dials.Done()
 	ctx, cancel := context.WithTimeout(w.dialCtx, w.opts.RendezvousTimeout)
 	defer cancel()
-	ctl, err := w.dialLink(ctx, p, ctlKey, storeExchange{job: w.job, peer: p.rank, key: ctlKey})
+	var ctl link
+	err := w.allocSlots(p)
+	if err == nil {
+		ctl, err = w.dialLink(ctx, p, ctlKey, storeExchange{job: w.job, peer: p.rank, key: ctlKey})
+	}
 	p.mu.Lock()
 	p.dialing = false
 	if err == nil && (p.stop || p.down) {
@@ -156,18 +160,22 @@ func (w *world) dialFailed(p *peer, err error) {
 	w.failPeer(p, &PeerError{Rank: p.rank, Host: p.host, PID: p.pid, Err: err}, false)
 }
 
+// allocSlots registers p's control slots, once: the dial that runs while
+// p.dialing is the only one that gets here.
+func (w *world) allocSlots(p *peer) error {
+	if p.slots != nil {
+		return nil
+	}
+	slots, err := w.mem.alloc(2*ctlSlots*slotSize, false)
+	if err != nil {
+		return fmt.Errorf("control slots for rank %d: %w", p.rank, err)
+	}
+	p.slots, p.slotLKey, p.slotRKey = slots, slots.mrs[p.dev].LKey(), slots.mrs[p.dev].RKey()
+	return nil
+}
+
 // dialLink dials p's connection named key, swapping its setup through x.
 func (w *world) dialLink(ctx context.Context, p *peer, key string, x driver.Exchanger) (link, error) {
-	p.mu.Lock()
-	if p.slots == nil {
-		var err error
-		if p.slots, err = w.mem.alloc(2*ctlSlots*slotSize, false); err != nil {
-			p.mu.Unlock()
-			return nil, fmt.Errorf("control slots for rank %d: %w", p.rank, err)
-		}
-		p.slotLKey, p.slotRKey = p.slots.mrs[p.dev].LKey(), p.slots.mrs[p.dev].RKey()
-	}
-	p.mu.Unlock()
 	c, err := driver.Dial(ctx, driver.Config{
 		Peer:       fmt.Sprintf("rank %d %s", p.rank, key[len("comm/"):]),
 		Device:     w.devs[p.dev],

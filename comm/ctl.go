@@ -100,10 +100,10 @@ func (p *peer) handleLocked(h *header, payload []byte) error {
 		if p.bulkSetup != nil {
 			return fmt.Errorf("a second setup of the bulk connection")
 		}
+		// The peer dials because of an RTS, which it queued before this
+		// and this end's dial started on.
 		p.bulkSetup = append([]byte(nil), payload...)
 		close(p.bulkSetupIn)
-		// The peer dials because of an RTS that crossed or follows this.
-		p.startBulkLocked()
 	case kindAbort:
 		if int(h.aux) != p.rank {
 			return fmt.Errorf("abort from rank %d names rank %d", p.rank, h.aux)
