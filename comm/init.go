@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/bootstrap"
-	"github.com/rdmacell/rdmacell/verbs/ibv"
 )
 
 // Init joins the job: it registers with the bootstrap, waits for every
@@ -53,62 +52,26 @@ func overlay(env, o Options) Options {
 	if o.LocalWorldSize != 0 {
 		env.LocalRank, env.LocalWorldSize = o.LocalRank, o.LocalWorldSize
 	}
-	if o.RendezvousTimeout != 0 {
-		env.RendezvousTimeout = o.RendezvousTimeout
-	}
-	if o.LeaseTTL != 0 {
-		env.LeaseTTL = o.LeaseTTL
-	}
-	if o.Host != "" {
-		env.Host = o.Host
-	}
-	if o.Transport != "" {
-		env.Transport = o.Transport
-	}
-	if o.Paths != 0 {
-		env.Paths = o.Paths
-	}
-	if o.CellSize != 0 {
-		env.CellSize = o.CellSize
-	}
-	if o.Policy != "" {
-		env.Policy = o.Policy
-	}
-	if o.TCPAddr != "" {
-		env.TCPAddr = o.TCPAddr
-	}
-	if o.Debug != "" {
-		env.Debug = o.Debug
-	}
-	if o.CloseTimeout != 0 {
-		env.CloseTimeout = o.CloseTimeout
-	}
-	if o.IBV != (ibv.Options{}) {
-		env.IBV = o.IBV
-	}
-	if o.Logger != nil {
-		env.Logger = o.Logger
-	}
-	if o.Store != nil {
-		env.Store = o.Store
-	}
+	over(&env.RendezvousTimeout, o.RendezvousTimeout)
+	over(&env.LeaseTTL, o.LeaseTTL)
+	over(&env.Host, o.Host)
+	over(&env.Transport, o.Transport)
+	over(&env.Paths, o.Paths)
+	over(&env.CellSize, o.CellSize)
+	over(&env.Policy, o.Policy)
+	over(&env.TCPAddr, o.TCPAddr)
+	over(&env.Debug, o.Debug)
+	over(&env.CloseTimeout, o.CloseTimeout)
+	over(&env.IBV, o.IBV)
+	over(&env.Logger, o.Logger)
+	over(&env.Store, o.Store)
+	over(&env.Timeout, o.Timeout)
+	over(&env.StallReport, o.StallReport)
+	over(&env.TraceDir, o.TraceDir)
+	over(&env.FlightOps, o.FlightOps)
+	over(&env.MetricsAddr, o.MetricsAddr)
 	if o.Secret != nil {
 		env.Secret = o.Secret
-	}
-	if o.Timeout != 0 {
-		env.Timeout = o.Timeout
-	}
-	if o.StallReport != 0 {
-		env.StallReport = o.StallReport
-	}
-	if o.TraceDir != "" {
-		env.TraceDir = o.TraceDir
-	}
-	if o.FlightOps != 0 {
-		env.FlightOps = o.FlightOps
-	}
-	if o.MetricsAddr != "" {
-		env.MetricsAddr = o.MetricsAddr
 	}
 	if o.tcpSecret != nil {
 		env.tcpSecret = o.tcpSecret
@@ -117,6 +80,15 @@ func overlay(env, o Options) Options {
 		env.wrapDevice = o.wrapDevice
 	}
 	return env
+}
+
+// over sets *dst to v unless v is the zero value: an option given
+// explicitly overrides the environment's.
+func over[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
 }
 
 // start does the work of Init.
