@@ -23,6 +23,15 @@ func (e *env) untimed() *PD {
 	return pd
 }
 
+// untimedPair connects two shared-CQ QPs of untimed devices.
+func (e *env) untimedPair() (a, b *tqp, pa, pb *PD) {
+	e.t.Helper()
+	pa, pb = e.untimed(), e.untimed()
+	a, b = e.sharedQP(pa), e.sharedQP(pb)
+	connect(e.t, a, b)
+	return a, b, pa, pb
+}
+
 // sharedQP is a QP whose sends and receives complete into one CQ, as the
 // cell driver's do.
 func (e *env) sharedQP(pd *PD) *tqp {
@@ -79,9 +88,7 @@ func recvOne(t *testing.T, q *tqp, sends *int) {
 func TestAckRidesOnAnswer(t *testing.T) {
 	const rounds = 200
 	e := newEnv(t)
-	pa, pb := e.untimed(), e.untimed()
-	a, b := e.sharedQP(pa), e.sharedQP(pb)
-	connect(t, a, b)
+	a, b, pa, pb := e.untimedPair()
 	srcA := e.region(pa, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	srcB := e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	ping := writeWR(1, verbs.OpWriteImm, srcA, 0, 8, srcB, 8)

@@ -14,9 +14,7 @@ import (
 // land in order.
 func TestCorkWritesOnce(t *testing.T) {
 	e := newEnv(t)
-	pa, pb := e.untimed(), e.untimed()
-	a, b := e.sharedQP(pa), e.sharedQP(pb)
-	connect(t, a, b)
+	a, _, pa, pb := e.untimedPair()
 	src := e.region(pa, 64, verbs.AccessLocalWrite)
 	dst := e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	pattern(src.Bytes(), 7)
@@ -41,9 +39,7 @@ func TestCorkWritesOnce(t *testing.T) {
 // request, and the requester's completion comes then.
 func TestRelaxedAckRides(t *testing.T) {
 	e := newEnv(t)
-	pa, pb := e.untimed(), e.untimed()
-	a, b := e.sharedQP(pa), e.sharedQP(pb)
-	connect(t, a, b)
+	a, b, pa, pb := e.untimedPair()
 	srcA := e.region(pa, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	srcB := e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 
