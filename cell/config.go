@@ -44,15 +44,14 @@ type Config struct {
 	// (default 500µs): T_soft starts at 3 × InitialRTT.
 	InitialRTT time.Duration
 	// MinSoftTimeout is the floor of T_soft (default 1ms), so that a quiet
-	// path with a tiny variance is not given up for ordinary jitter.
+	// path with a tiny variance is not demoted for ordinary jitter.
 	MinSoftTimeout time.Duration
 	// MaxSoftBackoff bounds the factor T_soft is stretched by for a cell
-	// given up on soft timeouts (default 64; 1 turns the back-off off).
-	// Each time a cell's copy at the head of a path is given up on a soft
-	// timeout, the cell's next copies get twice as long, wherever they
-	// are posted: on paths slower than the floor (a NIC shared by many
-	// connections, a link held by PFC) a cell is otherwise given up
-	// before it can land, on every attempt, for ever.
+	// that timed out before (default 64; 1 turns the back-off off). Each
+	// time a cell's copy at the head of a path times out, the cell's next
+	// copies get twice as long, wherever they are posted: on paths slower
+	// than the floor (a NIC shared by many connections, a link held by
+	// PFC) a cell is otherwise late on every attempt, for ever.
 	MaxSoftBackoff int
 	// Policy places new cells on paths (default: a new Adaptive). A policy
 	// may keep state, so each engine needs its own.

@@ -74,48 +74,65 @@
 //
 // # Recovery
 //
-// A failed completion, a NACK token, a PathFailed report, or a path whose
-// oldest outstanding cell has gone without a token for T_soft (counted
-// from its posting or the path's last token, whichever is later: a cell
-// queued behind others on a QP cannot complete before them) isolates the
-// path: the cells it holds that have not landed go back, in order, to a
-// re-post queue served before new cells, and are posted again on healthy
-// paths as new work requests over the same memory (zero copy); a Reset
-// asks the driver to take the QP through ERR, RESET, INIT, RTR and RTS
-// with its peer in the background, and PathReset re-admits it with fresh
-// estimates. A path given up is being reset, not lost: when every path
-// is down at once (a stall of the whole host times them all out), cells
-// wait for the first to come back. The connection fails only when every
-// path is closed for good (PathDead; the driver bounds each reset, so
-// nothing waits forever): every open range fails with a *NoPathError that
-// names the peer and why each path was closed, and later inputs fail the
-// same way. The peer's driver sees the closed QPs as PathDead there.
+// A failed completion, a NACK token or a PathFailed report shows a path
+// broken, and gives it up: the cells it holds that have not landed go
+// back, in order, to a re-post queue served before new cells, and are
+// posted again on the paths in service as new work requests over the
+// same memory (zero copy); a Reset asks the driver to take the QP
+// through ERR, RESET, INIT, RTR and RTS with its peer in the background,
+// and PathReset re-admits it with fresh estimates. A path given up is
+// being reset, not lost: when every path is down at once (a stall of the
+// whole host times them all out), cells wait for the first to come
+// back. The connection fails only when every path is closed for good
+// (PathDead; the driver bounds each reset, so nothing waits forever):
+// every open range fails with a *NoPathError that names the peer and why
+// each path was closed, and later inputs fail the same way. The peer's
+// driver sees the closed QPs as PathDead there.
 //
-// A soft timeout may mean a path slow rather than broken: a NIC shared
-// by many connections, a link held by PFC. Were every attempt judged by
-// the same clock, a cell that needs longer than T_soft would be given up
-// on every path, for ever, and never yield the RTT sample that would
-// teach the estimates. So, as TCP backs off its RTO, each soft-timeout
-// give-up doubles the time the cell that timed out may take on its next
-// attempts, wherever it is posted, up to MaxSoftBackoff × T_soft. The
-// back-off is the cell's, not the path's: a fresh cell is still judged
-// by T_soft, so a path that is dead rather than slow is found out as
-// fast as before, and once one cell has landed on a slow path its RTT
-// sample has taught the path's estimates. Tokens name their path and
-// copy, so no sample is ambiguous, as a retransmitted TCP segment's is
-// (Karn's rule): every one is taken.
+// # Slow is not dead
+//
+// A cell late on its path, its oldest outstanding one gone without a
+// token for T_soft (counted from its posting or the path's last token,
+// whichever is later: a cell queued behind others on a QP cannot
+// complete before them), shows the path slow or broken, and which of the
+// two the engine cannot tell yet. It demotes the path (PathSlow): the
+// cells it holds that have not landed are re-posted elsewhere as above,
+// and it takes no new cells, but its QP stays as it is. A path that is
+// only slow (a deep queue, a NIC shared by many connections, a link held
+// by PFC) delivers its copies late; each token resolves them as usual
+// and teaches the estimates, and the token that drains the path makes it
+// up again, to be used as much as its measured delay and rate deserve. A
+// reset would have cost a reconnection and thrown those measurements
+// away, and on a fabric whose queues sometimes exceed T_soft it would
+// reset healthy paths again and again. A demoted path that shows no
+// progress at all, not one token, for twice the time that made it late,
+// is given up (ErrNoProgress) and reset like a broken one: its copies
+// hold their ranges (see below) until it is.
+//
+// A soft timeout may mean a path slow rather than broken for every cell
+// on it, not for one: were every attempt judged by the same clock, a
+// cell that needs longer than T_soft would time out on every path, for
+// ever, and never yield the RTT sample that would teach the estimates.
+// So, as TCP backs off its RTO, each soft timeout doubles the time the
+// cell that timed out may take on its next attempts, wherever it is
+// posted, up to MaxSoftBackoff × T_soft. The back-off is the cell's, not
+// the path's: a fresh cell is still judged by T_soft, so a path that is
+// dead rather than slow is found out as fast as before, and once one
+// cell has landed on a slow path its RTT sample has taught the path's
+// estimates. Tokens name their path and copy, so no sample is ambiguous,
+// as a retransmitted TCP segment's is (Karn's rule): every one is taken.
 //
 // # Quarantine of late copies
 //
-// A path given up for being slow, not dead, may still deliver the copies
-// it holds after their re-posts have landed. Those copies stay
-// outstanding, quarantined, until the path's old incarnation is gone at
-// both ends (PathQuiet, as soon as both QPs have been through ERR, or at
-// the latest PathReset) or it is closed (PathDead): until then their
-// cells are not resolved, so the window does not slide past them (their
-// ids, ring slots and tracking slots are not reused), their ranges do not
-// finish,
-// the sender's memory is not handed back (a late copy still reads it),
+// A path demoted, or given up, may still deliver the copies it holds
+// after their re-posts have landed. Those copies stay outstanding,
+// quarantined, until they land (a slow path's token), or the path's old
+// incarnation is gone at both ends (PathQuiet, as soon as both QPs have
+// been through ERR, or at the latest PathReset), or it is closed
+// (PathDead): until then their cells are not resolved, so the window does
+// not slide past them (their ids, ring slots and tracking slots are not
+// reused), their ranges do not finish, the sender's memory is not handed
+// back (a late copy still reads it),
 // and no final tells the receiver its memory is free (a late copy could
 // still write it). On its side the receiver holds a range whose final
 // arrives while any of its own paths is down, until that path is quiet

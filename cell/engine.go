@@ -54,8 +54,9 @@ type Stats struct {
 	// read: they get no token (see Engine.Completion).
 	StaleArrivals uint64
 	// GiveUps counts paths given up; Readmissions paths reset and usable
-	// again.
-	GiveUps, Readmissions uint64
+	// again. Demotions counts paths taken off new cells for a soft
+	// timeout, Promotions those up again after draining.
+	GiveUps, Readmissions, Demotions, Promotions uint64
 	// Holds counts tailed ranges held before a cell of theirs went again;
 	// HoldsDone those the receiver had whole already, so that nothing
 	// was written again.
@@ -348,7 +349,7 @@ func (e *Engine) PathDead(now int64, q int, cause error) error {
 		cause = ErrPathFailed
 	}
 	pe := &PathError{Peer: e.cfg.Peer, Path: q, Err: fmt.Errorf("closed: %w", cause)}
-	if p.state == PathUp {
+	if p.live() {
 		e.isolate(p, pe)
 	}
 	p.state, p.cause = PathDead, pe
@@ -361,8 +362,9 @@ func (e *Engine) PathDead(now int64, q int, cause error) error {
 	return nil
 }
 
-// Tick lets time pass: a path whose oldest outstanding cell has waited
-// longer than T_soft is given up.
+// Tick lets time pass: an up path whose oldest outstanding cell has
+// waited longer than T_soft is demoted, and a slow path that has shown
+// no progress for as long again is given up.
 func (e *Engine) Tick(now int64) {
 	e.begin(now)
 	if e.err != nil {
@@ -375,10 +377,17 @@ func (e *Engine) Tick(now int64) {
 			continue
 		}
 		c := p.at(0)
-		waited := e.now - max(c.sentAt, p.progress)
-		err := &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
-			Err: fmt.Errorf("%w: no token for %v, T_soft %v, %d× for this cell", ErrSoftTimeout,
-				time.Duration(waited), time.Duration(p.est.softTimeout()), backoffFactor(c.backoff, e.cfg.MaxSoftBackoff))}
+		waited := time.Duration(e.now - max(c.sentAt, p.progress))
+		tsoft := time.Duration(p.est.softTimeout())
+		factor := backoffFactor(c.backoff, e.cfg.MaxSoftBackoff)
+		if p.state == PathSlow {
+			e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
+				Err: fmt.Errorf("%w: demoted, and no token for %v since, T_soft %v, %d× for this cell", ErrNoProgress, waited, tsoft, factor)})
+			if e.err != nil {
+				return
+			}
+			continue
+		}
 		// As TCP backs its RTO off (RFC 6298, 5.5), this cell's next
 		// attempts get twice as long, wherever it goes: the path may be
 		// slow rather than broken, and then only a longer clock lets the
@@ -387,17 +396,42 @@ func (e *Engine) Tick(now int64) {
 		// is still found out by the next fresh cell within T_soft.
 		bumpBackoff(&e.snd.tq.at(c.id).timeouts, e.cfg.MaxSoftBackoff)
 		p.softTimeouts++
-		e.giveUp(p, err)
-		if e.err != nil {
-			return
-		}
+		e.demote(p, &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
+			Err: fmt.Errorf("%w: no token for %v, T_soft %v, %d× for this cell", ErrSoftTimeout, waited, tsoft, factor)})
 	}
 	e.pump()
 }
 
-// giveUp isolates an up path and asks for its reset.
+// demote takes path p off new cells without resetting it: a cell on it
+// is late, which a slow path and a broken one alike show. What this batch
+// would have posted on it is taken back, and every cell it holds that
+// has not landed goes to the re-post queue; its copies stay outstanding
+// and resolve as its tokens come, after which it is up again (Token).
+// Everything else bound for it, tokens and ring records, still goes: its
+// QP is in service.
+func (e *Engine) demote(p *path, cause error) {
+	p.state, p.cause = PathSlow, cause
+	e.stats.Demotions++
+	e.takeBack(p)
+	e.rd.Posts = keep(e.rd.Posts, func(x *Post) bool { return x.Path != p.idx })
+	e.requeueHeld(p)
+	e.promoteDrained(p)
+}
+
+// promoteDrained makes a slow path that holds no copy up again: all it
+// was given has landed, so it is slow, not broken, and its estimates now
+// know how slow.
+func (e *Engine) promoteDrained(p *path) {
+	if p.state == PathSlow && p.n == 0 {
+		p.state, p.cause = PathUp, nil
+		p.promotions++
+		e.stats.Promotions++
+	}
+}
+
+// giveUp isolates a live path and asks for its reset.
 func (e *Engine) giveUp(p *path, cause error) {
-	if p.state != PathUp {
+	if !p.live() {
 		return
 	}
 	e.isolate(p, cause)
@@ -417,11 +451,20 @@ func (e *Engine) giveUp(p *path, cause error) {
 // until the path is reset or closed.
 func (e *Engine) isolate(p *path, cause error) {
 	p.state, p.cause = PathDown, cause
+	e.takeBack(p)
+	e.dropBatch(p.idx)
+	e.requeueHeld(p)
+}
+
+// takeBack removes from path p the copies of this batch, which were not
+// handed out yet, and queues their cells for re-posting.
+func (e *Engine) takeBack(p *path) {
 	for p.n > 0 && p.at(p.n-1).batch == e.batch {
 		rec := p.popTail()
 		c := e.snd.tq.at(rec.id)
 		c.copies--
 		c.attempts--
+		p.credits++
 		p.cellsPosted--
 		p.bytesPosted -= uint64(rec.n)
 		e.stats.CellsPosted--
@@ -433,7 +476,11 @@ func (e *Engine) isolate(p *path, cause error) {
 		e.requeue(c)
 		e.resolve(c)
 	}
-	e.dropBatch(p.idx)
+}
+
+// requeueHeld queues for re-posting every cell with a copy on p that has
+// not landed.
+func (e *Engine) requeueHeld(p *path) {
 	for i := 0; i < p.n; i++ {
 		if c := e.snd.tq.at(p.at(i).id); !c.acked {
 			e.requeue(c)
@@ -513,16 +560,17 @@ func (e *Engine) downMask() uint64 {
 
 // slotPath picks the path for a grant or a final bound for a ring slot
 // whose previous record went over path last (-1: none yet), and records
-// the choice in *last. While that path is up the new record follows the
-// old one on it: RC places one QP's writes in order, so the new record
-// lands after the old one. On another path the old record, still queued
-// behind cells on its own path or written again by reemit, could land
-// second and overwrite the newer record in the peer's slot; the peer
-// would find only a stale record there and wait for ever for the grant or
-// final that was lost. Otherwise the record goes over ctrlPath.
+// the choice in *last. While that path is in service (up or slow) the
+// new record follows the old one on it: RC places one QP's writes in
+// order, so the new record lands after the old one. On another path the
+// old record, still queued behind cells on its own path or written again
+// by reemit, could land second and overwrite the newer record in the
+// peer's slot; the peer would find only a stale record there and wait
+// for ever for the grant or final that was lost. Otherwise the record
+// goes over ctrlPath.
 func (e *Engine) slotPath(last *int8) int {
 	q := int(*last)
-	if q < 0 || q >= len(e.paths) || e.paths[q].state != PathUp {
+	if q < 0 || q >= len(e.paths) || !e.paths[q].live() {
 		q = e.ctrlPath()
 	}
 	if q >= 0 {
@@ -532,16 +580,30 @@ func (e *Engine) slotPath(last *int8) int {
 }
 
 // ctrlPath picks the path for a grant or a final: the up path with the
-// least outstanding, or -1.
+// least outstanding, else the slow one with the least (a slow path still
+// delivers, and nothing would write the record again when it is up), or
+// -1.
 func (e *Engine) ctrlPath() int {
 	best := -1
 	for i := range e.paths {
 		p := &e.paths[i]
-		if p.state == PathUp && (best < 0 || p.bytes < e.paths[best].bytes) {
+		if !p.live() {
+			continue
+		}
+		if b := best; b < 0 || better(p, &e.paths[b]) {
 			best = i
 		}
 	}
 	return best
+}
+
+// better reports whether p is the better path for a record than b: up
+// before slow, then the least outstanding.
+func better(p, b *path) bool {
+	if (p.state == PathUp) != (b.state == PathUp) {
+		return p.state == PathUp
+	}
+	return p.bytes < b.bytes
 }
 
 // reemit writes again every grant and final the peer may not have seen.

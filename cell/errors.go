@@ -19,6 +19,9 @@ var (
 	// ErrSoftTimeout: a cell went without a token for longer than its
 	// path's soft timeout.
 	ErrSoftTimeout = errors.New("cell: soft timeout")
+	// ErrNoProgress: a path demoted for a soft timeout delivered no token
+	// at all for as long again, and was given up.
+	ErrNoProgress = errors.New("cell: no progress")
 	// ErrNACK: a path reported a failed work request or the receiver
 	// refused a cell.
 	ErrNACK = errors.New("cell: negative acknowledgement")

@@ -19,9 +19,16 @@ const (
 	PathDown
 	// PathDead: the path was closed for good.
 	PathDead
+	// PathSlow: the path was demoted, not given up: a cell on it went
+	// past T_soft and was posted again elsewhere. It takes no new cells
+	// until every copy it holds has landed, and then is up again with
+	// what it measured meanwhile. It is given up only if it shows no
+	// progress at all for as long again (see "Slow is not dead" in the
+	// package doc).
+	PathSlow
 )
 
-var pathStateNames = [...]string{"invalid", "up", "down", "dead"}
+var pathStateNames = [...]string{"invalid", "up", "down", "dead", "slow"}
 
 func (s PathState) String() string {
 	if int(s) < len(pathStateNames) {
@@ -61,12 +68,12 @@ type PathInfo struct {
 	CellsPosted, BytesPosted uint64
 	// Tokens counts the tokens that acknowledged copies posted on it.
 	Tokens uint64
-	// GiveUps counts the times the path was given up (a soft timeout, a
-	// NACK or error completion, a failure its peer reported), each of
-	// which started a reset; SoftTimeouts those given up because a cell
-	// waited past T_soft: a path slow rather than broken, demoted until
-	// it is re-admitted.
-	GiveUps, SoftTimeouts uint64
+	// GiveUps counts the times the path was given up (a NACK or error
+	// completion, a failure its peer reported, no progress at all while
+	// demoted), each of which started a reset. SoftTimeouts counts the
+	// times a cell on it waited past T_soft, each of which demoted it;
+	// Promotions the times it was up again after draining.
+	GiveUps, SoftTimeouts, Promotions uint64
 }
 
 // copyRec is one copy of a cell posted on a path.
@@ -115,8 +122,8 @@ type path struct {
 	repost     []verbs.RecvWR
 	recvQueued int // receives of the current batch
 
-	cellsPosted, bytesPosted      uint64
-	tokens, giveUps, softTimeouts uint64
+	cellsPosted, bytesPosted                  uint64
+	tokens, giveUps, softTimeouts, promotions uint64
 }
 
 // init makes p a new path, reusing the storage it has (Engine.Reset).
@@ -141,6 +148,9 @@ func (p *path) admit(depth int, initialRTT, floor, now int64) {
 	p.est.init(initialRTT, floor)
 	p.cause = nil
 }
+
+// live reports whether the path's QP is in service: up, or slow.
+func (p *path) live() bool { return p.state == PathUp || p.state == PathSlow }
 
 func (p *path) at(i int) *copyRec { return &p.copies[(p.head+i)%len(p.copies)] }
 
@@ -177,13 +187,18 @@ func (p *path) find(id uint32) int {
 
 // deadline is when the oldest outstanding copy becomes late, or 0: T_soft
 // after it could start to leave, times its cell's back-off, at most
-// maxBackoff.
+// maxBackoff. On a slow path it is when the path counts as broken: twice
+// that, with no token meanwhile.
 func (p *path) deadline(maxBackoff int) int64 {
-	if p.state != PathUp || p.n == 0 {
+	if !p.live() || p.n == 0 {
 		return 0
 	}
 	c := p.at(0)
-	return max(c.sentAt, p.progress) + p.est.softTimeout()*backoffFactor(c.backoff, maxBackoff)
+	span := p.est.softTimeout() * backoffFactor(c.backoff, maxBackoff)
+	if p.state == PathSlow {
+		span *= 2
+	}
+	return max(c.sentAt, p.progress) + span
 }
 
 // backoffFactor is 2^shift, at most limit.
@@ -232,6 +247,7 @@ func (p *path) info() PathInfo {
 		Tokens:       p.tokens,
 		GiveUps:      p.giveUps,
 		SoftTimeouts: p.softTimeouts,
+		Promotions:   p.promotions,
 	}
 }
 

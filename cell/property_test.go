@@ -3,6 +3,7 @@ package cell_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,16 +29,36 @@ func TestRandomFaultsNeverCorruptDelivery(t *testing.T) { runSeeds(t, 0, broadMi
 func TestRandomFaultsOnOneTripRanges(t *testing.T) { runSeeds(t, 1_000_000, oneTripMix) }
 
 // runSeeds runs 200 seeds from first (60 in short mode or under the race
-// detector), in parallel.
+// detector), in parallel. Together they must take every way a path
+// leaves service and comes back: demoted and up again after draining
+// (slow, not dead), demoted and given up for showing no progress, given
+// up at once and re-admitted.
 func runSeeds(t *testing.T, first uint64, mix faultMix) {
 	seeds := 200
 	if testing.Short() || raceEnabled {
 		seeds = 60
 	}
+	var mu sync.Mutex
+	var total cell.Stats
+	t.Cleanup(func() {
+		require.Positive(t, total.Demotions, "no path was demoted")
+		require.Positive(t, total.Promotions, "no slow path came back without a reset")
+		require.Positive(t, total.GiveUps, "no path was given up")
+		require.Positive(t, total.Readmissions, "no path was re-admitted")
+	})
 	for i := range uint64(seeds) {
 		t.Run(fmt.Sprint("seed", i), func(t *testing.T) {
 			t.Parallel()
-			runRandom(t, first+i, mix)
+			f := runRandom(t, first+i, mix)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, end := range f.Ends {
+				st := end.Engine.Stats()
+				total.Demotions += st.Demotions
+				total.Promotions += st.Promotions
+				total.GiveUps += st.GiveUps
+				total.Readmissions += st.Readmissions
+			}
 		})
 	}
 }
@@ -54,7 +75,7 @@ var (
 	oneTripMix = faultMix{maxRange: 24 << 10, tokenDrop: 0.05, cellLate: 0.03, lateBy: 2000}
 )
 
-func runRandom(t *testing.T, seed uint64, mix faultMix) {
+func runRandom(t *testing.T, seed uint64, mix faultMix) *fabric {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	o := defaultOpts(1 + rng.IntN(4))
 	o.Config.RecvDepth = 1 + rng.IntN(8)
@@ -151,4 +172,5 @@ func runRandom(t *testing.T, seed uint64, mix faultMix) {
 			require.ErrorIs(t, x.Sent[0].Err, cell.ErrNoPath, "tag %d delivered although its sender failed it", x.Tag)
 		}
 	}
+	return f
 }

@@ -329,9 +329,9 @@ func (e *Engine) Hold(now int64, h Hold) {
 	a := HoldAck{Seq: h.Seq, Done: done}
 	slot := h.Seq & e.gmask
 	// Over the hold's own path, a path the sender trusts, unless the
-	// slot's last answer went over a path still up: the new one follows
-	// it there (see slotPath).
-	if last := r.ackPath[slot]; (last < 0 || e.paths[last].state != PathUp) &&
+	// slot's last answer went over a path still in service: the new one
+	// follows it there (see slotPath).
+	if last := r.ackPath[slot]; (last < 0 || !e.paths[last].live()) &&
 		h.Path >= 0 && h.Path < len(e.paths) && e.paths[h.Path].state == PathUp {
 		r.ackPath[slot] = int8(h.Path)
 	}

@@ -131,8 +131,9 @@ func (e *Engine) Grant(now int64, g Grant) {
 // Token feeds a token polled from the token ring. A token for a copy
 // resolves it and every copy posted before it on the same path (RC
 // delivers a QP's writes in order), gives their credits back, and yields
-// an RTT and a bandwidth sample. A NACK gives the path up. Tokens that
-// match nothing outstanding are ignored.
+// an RTT and a bandwidth sample. A NACK gives the path up; the token that
+// drains a slow path makes it up again. Tokens that match nothing
+// outstanding are ignored.
 func (e *Engine) Token(now int64, t Token) {
 	e.begin(now)
 	if e.err != nil {
@@ -157,7 +158,7 @@ func (e *Engine) Token(now int64, t Token) {
 		rec := p.popHead()
 		c := e.snd.tq.at(rec.id)
 		c.copies--
-		if p.state == PathUp {
+		if p.live() {
 			p.credits++
 		}
 		bytes += rec.n
@@ -181,6 +182,7 @@ func (e *Engine) Token(now int64, t Token) {
 		e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: t.Path, Cell: t.ID, HasCell: true,
 			Err: fmt.Errorf("%w: the receiver refused the cell", ErrNACK)})
 	}
+	e.promoteDrained(p)
 	e.snd.advance()
 	e.pump()
 }

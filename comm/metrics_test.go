@@ -163,6 +163,7 @@ var wantLabels = map[string][]string{
 	"rdmacell_path_soft_timeout_seconds": {"link", "path", "peer", "rank"},
 	"rdmacell_path_soft_timeouts_total":  {"link", "path", "peer", "rank"},
 	"rdmacell_path_give_ups_total":       {"link", "path", "peer", "rank"},
+	"rdmacell_path_promotions_total":     {"link", "path", "peer", "rank"},
 	"rdmacell_path_tokens_total":         {"link", "path", "peer", "rank"},
 	"rdmacell_path_resets_total":         {"link", "path", "peer", "rank"},
 	"rdmacell_path_state":                {"link", "path", "peer", "rank", "state"},

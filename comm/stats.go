@@ -132,6 +132,7 @@ type LinkStats struct {
 // The states of a path in PathStats.State.
 const (
 	PathUp        = "up"
+	PathSlow      = "slow"
 	PathDown      = "down"
 	PathResetting = "resetting"
 	PathDead      = "dead"
@@ -141,20 +142,23 @@ const (
 type PathStats struct {
 	// Index numbers the path in its link, from 0.
 	Index int
-	// State is PathUp (it carries cells), PathResetting (given up, its
-	// reset under way), PathDown (given up, waiting to be reset) or
-	// PathDead (closed for good).
+	// State is PathUp (it carries cells), PathSlow (demoted: a cell on it
+	// was late, and it takes no new cells until what it holds has
+	// landed), PathResetting (given up, its reset under way), PathDown
+	// (given up, waiting to be reset) or PathDead (closed for good).
 	State string
 	// CellsPosted and BytesPosted count every copy posted on the path,
 	// re-posts included.
 	CellsPosted, BytesPosted uint64
 	// Tokens counts the tokens that acknowledged copies posted on it.
 	Tokens uint64
-	// GiveUps counts the times the path was given up, SoftTimeouts those
-	// because a cell waited past T_soft (the path was slow, and demoted
-	// until reset); Resets counts its resets (completed or started over:
-	// the incarnation of its queue pairs).
-	GiveUps, SoftTimeouts, Resets uint64
+	// SoftTimeouts counts the times a cell on the path waited past
+	// T_soft, each of which demoted it, Promotions the times it was up
+	// again once what it held had landed; GiveUps the times it was given
+	// up (an error, its peer's request, or no progress at all while
+	// demoted), and Resets its resets (completed or started over: the
+	// incarnation of its queue pairs).
+	SoftTimeouts, Promotions, GiveUps, Resets uint64
 	// SRTT and RTTVar are the smoothed round-trip time and its mean
 	// deviation, SoftTimeout T_soft, Delay the RTT without the time spent
 	// behind earlier bytes on the path; Samples counts the RTT samples
@@ -311,13 +315,15 @@ func pathStats(i int, p driver.PathStats) PathStats {
 		state = PathDead
 	case p.Resetting:
 		state = PathResetting
+	case p.State == cell.PathSlow:
+		state = PathSlow
 	case p.State != cell.PathUp:
 		state = PathDown
 	}
 	return PathStats{
 		Index: i, State: state,
 		CellsPosted: p.CellsPosted, BytesPosted: p.BytesPosted, Tokens: p.Tokens,
-		GiveUps: p.GiveUps, SoftTimeouts: p.SoftTimeouts, Resets: uint64(p.Gen),
+		SoftTimeouts: p.SoftTimeouts, Promotions: p.Promotions, GiveUps: p.GiveUps, Resets: uint64(p.Gen),
 		SRTT: p.SRTT, RTTVar: p.RTTVar, SoftTimeout: p.SoftTimeout, Delay: p.Delay, Samples: p.Samples,
 		Bandwidth:        p.Bandwidth,
 		OutstandingCells: p.Cells, OutstandingBytes: p.Bytes, Credits: p.Credits,

@@ -154,10 +154,10 @@ func runBenchUnder(t *testing.T, launch []string, args ...string) []string {
 }
 
 // pathRowPattern is a row of the paths report: rank, peer, transport,
-// link, path, state, cells, bytes, RTT, T_soft, give-ups, soft timeouts,
-// resets.
-var pathRowPattern = regexp.MustCompile(`^\[0\]\s+(\d+)\s+(\d+)\s+(\S+)\s+(control|bulk)\s+(\d+)\s+(up|down|resetting|dead)` +
-	`\s+(\d+)\s+(\d+)\s+([\d.]+|-)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
+// link, path, state, cells, bytes, RTT, T_soft, demotions, promotions,
+// give-ups, resets.
+var pathRowPattern = regexp.MustCompile(`^\[0\]\s+(\d+)\s+(\d+)\s+(\S+)\s+(control|bulk)\s+(\d+)\s+(up|slow|down|resetting|dead)` +
+	`\s+(\d+)\s+(\d+)\s+([\d.]+|-)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
 
 // With --paths-report, rank 0 prints after the table a row for every
 // path of both ranks' connections, over tcp with two paths per peer: each
@@ -186,7 +186,7 @@ func TestPathsReport(t *testing.T) {
 		if cells == 0 {
 			assert.Equal(t, "-", m[9], "row %q: an RTT without a sample", l)
 		}
-		assert.LessOrEqual(t, atoi(t, m[12]), atoi(t, m[11]), "row %q: soft timeouts are give-ups", l)
+		assert.LessOrEqual(t, atoi(t, m[12]), atoi(t, m[11]), "row %q: every promotion follows a demotion", l)
 		bytes[rank] += int64(n)
 	}
 	want := map[string]bool{}

@@ -396,11 +396,10 @@ func (env *Env) stats(a *args) string {
 func (env *Env) paths(a *args) string {
 	var b strings.Builder
 	es, names := env.engines(a)
-	states := map[cell.PathState]string{cell.PathUp: "up", cell.PathDown: "down", cell.PathDead: "dead"}
 	for i, e := range es {
 		for q := range e.Config().Paths {
 			p := e.Path(q)
-			fmt.Fprintf(&b, "%s path %d: %s cells=%d posted=%d samples=%d\n", names[i], q, states[p.State], p.Cells, p.CellsPosted, p.Samples)
+			fmt.Fprintf(&b, "%s path %d: %s cells=%d posted=%d samples=%d\n", names[i], q, p.State, p.Cells, p.CellsPosted, p.Samples)
 		}
 	}
 	return b.String()
@@ -844,7 +843,7 @@ func (env *Env) checkCause(a *args, fail func(string, ...any)) {
 		return
 	}
 	en := env.F.Ends[a.end("end")]
-	want := map[string]error{"nack": cell.ErrNACK, "soft-timeout": cell.ErrSoftTimeout, "path-failed": cell.ErrPathFailed}[a.str("err", "")]
+	want := map[string]error{"nack": cell.ErrNACK, "soft-timeout": cell.ErrSoftTimeout, "no-progress": cell.ErrNoProgress, "path-failed": cell.ErrPathFailed}[a.str("err", "")]
 	if want == nil {
 		fail("err=%q, want nack, soft-timeout or path-failed", a.str("err", ""))
 		return

@@ -230,25 +230,26 @@ func recordWRID(q int, n uint64) uint64 {
 }
 
 // watchRecordsLocked gives up a path on which a grant or final has not
-// completed within the path's soft timeout of the path's last sign of
-// progress. A path that swallows writes without failing them (a route
-// that went dark, before the transport's own retries run out) would
-// otherwise keep the peer waiting for a record no later cell forces out:
-// cells time out on their tokens, but a final may be the last thing a
-// connection writes. As for cells, the clock starts at the later of the
-// post and the path's last completion or token: a record queued behind
-// megabytes of cells on a slow link is late only if the path stopped
-// moving. The engine writes the records again on another path.
+// completed within twice the path's soft timeout of the path's last sign
+// of progress: the bound within which the engine gives up a demoted path
+// that shows none. A path that swallows writes without failing them (a
+// route that went dark, before the transport's own retries run out)
+// would otherwise keep the peer waiting for a record no later cell forces
+// out: cells time out on their tokens, but a final may be the last thing
+// a connection writes. As for cells, the clock starts at the later of
+// the post and the path's last completion or token: a record queued
+// behind megabytes of cells on a slow link is late only if the path
+// stopped moving. The engine writes the records again on another path.
 func (c *Conn) watchRecordsLocked(now int64) {
 	for _, p := range c.paths {
 		if p.records.n == 0 || p.closed || p.Resetting() {
 			continue
 		}
-		soft := int64(c.eng.Path(p.idx).SoftTimeout)
-		if age := now - max(p.records.at(0), p.lastSeen); age > soft {
+		bound := 2 * int64(c.eng.Path(p.idx).SoftTimeout)
+		if age := now - max(p.records.at(0), p.lastSeen); age > bound {
 			p.records.reset()
 			err := fmt.Errorf("%w: a grant or final written %v ago has not completed, T_soft %v",
-				cell.ErrSoftTimeout, time.Duration(age), time.Duration(soft))
+				cell.ErrNoProgress, time.Duration(age), time.Duration(bound/2))
 			_ = c.eng.PathFailed(now, p.idx, err)
 			c.fed = true
 		}

@@ -62,7 +62,7 @@
 // (one in signalEvery is signaled, so that an RNIC can retire the others);
 // the other records are signaled (grants verbs.Relaxed: only the watch
 // below waits for their completion), and a path on which one does not
-// complete within its soft timeout is given up, so that the engine writes
+// complete within twice its soft timeout is given up, so that the engine writes
 // it again elsewhere. Finals, holds and hold acks are followed by a bell
 // on the control QP, which wakes a peer that rests. Each ring is read only
 // when a record can be there: tokens of the cells posted, grants while a
