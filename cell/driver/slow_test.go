@@ -68,6 +68,48 @@ func TestAdaptiveAvoidsSlowPath(t *testing.T) {
 	}
 }
 
+// Slow is not dead, over real providers: path 0 holds every request one
+// and a half times T_soft (T_soft is the floor on a fresh connection).
+// Its cells are late, so the path is demoted and they go again on path
+// 1; but its copies land before twice T_soft, so the path is up again
+// without a reset, and the range is delivered intact.
+func TestSlowPathIsNotReset(t *testing.T) {
+	const n = 64 << 10
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Paths = 2
+			cfg.Policy = "spray" // the range puts cells on path 0
+			cfg.CellSize = 16 << 10
+			// Far above what a loaded machine adds to a round trip, so
+			// that only the injected delay makes a cell late.
+			cfg.Engine.MinSoftTimeout = 200 * time.Millisecond
+			pr := newPair(t, p, cfg)
+			ctx := bounded(t)
+			src, dst := pr.a.region(n), pr.b.region(n)
+			fill(src.Bytes(), 7)
+			slow := pr.a.qp(0)
+			slow.Inject(fault.Fault{Kind: fault.Delay, Delay: 300 * time.Millisecond})
+			r, err := pr.b.conn.Recv(dst, 0, n)
+			require.NoError(t, err)
+			snd, err := pr.a.conn.Send(src, 0, n)
+			require.NoError(t, err)
+			_, err = r.Wait(ctx)
+			require.NoError(t, err)
+			_, err = snd.Wait(ctx)
+			require.NoError(t, err)
+			require.Equal(t, -1, firstDiff(src.Bytes(), dst.Bytes()), "first wrong byte")
+			st := pr.a.conn.Stats()
+			p0 := st.Paths[0]
+			t.Logf("path 0: %d soft timeouts, %d promotions, %d give-ups; %d cells re-posted", p0.SoftTimeouts, p0.Promotions, p0.GiveUps, st.Engine.CellsReposted)
+			require.Positive(t, p0.SoftTimeouts, "path 0 was never late")
+			require.Positive(t, p0.Promotions, "path 0 never came back without a reset")
+			require.Positive(t, st.Engine.CellsReposted, "the late cells went again")
+			require.Zero(t, st.Paths[1].GiveUps)
+		})
+	}
+}
+
 // The slow-path late-copy case over real providers. In every repetition
 // path 0 holds its requests far longer than T_soft, so its cells are given
 // up: the range is held, and its cells re-posted on path 1 if the
