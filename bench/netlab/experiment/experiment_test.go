@@ -75,8 +75,33 @@ func TestCollectiveSurvivesPathFailure(t *testing.T) {
 	require.False(t, res.FaultAt.IsZero(), "the link went down")
 	assert.True(t, res.FaultAt.After(res.Iterations[0].Start) && res.FaultAt.Before(res.Iterations[7].End),
 		"the link went down while the collectives ran")
-	t.Logf("%v went down at +%v; median iteration %v, the slowest during the outage %v longer",
-		res.FaultLink, res.FaultAt.Sub(res.Iterations[0].Start), res.MedianIteration(), res.Stall())
+	t.Logf("%v went down at +%v; median iteration %v, the slowest during the outage %v longer; paths: %d demotions, %d promotions, %d give-ups, %d resets",
+		res.FaultLink, res.FaultAt.Sub(res.Iterations[0].Start), res.MedianIteration(), res.Stall(),
+		res.Demotions, res.Promotions, res.GiveUps, res.Resets)
+	require.GreaterOrEqual(t, res.Demotions, int64(0), "the summary counts the paths' events")
+	assert.Positive(t, res.Demotions+res.GiveUps, "the dead link cost some path a demotion or a give-up")
+}
+
+// A summary's path counters are read when it has them, and unknown (-1)
+// when it does not (an older traffic program).
+func TestSummaryPathCounters(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want [4]int64
+	}{
+		{"[0] SUMMARY op=allreduce bytes=8 iters=1 wrong=0 seconds=1 algbw=1 busbw=2 demotions=5 promotions=4 giveups=1 resets=2", [4]int64{5, 4, 1, 2}},
+		{"[0] SUMMARY op=allreduce bytes=8 iters=1 wrong=0 seconds=1 algbw=1 busbw=2", [4]int64{-1, -1, -1, -1}},
+	} {
+		rec, ok := parseRecord(tc.line)
+		require.True(t, ok)
+		r := Result{Wrong: -1, Demotions: -1, Promotions: -1, GiveUps: -1, Resets: -1}
+		require.NoError(t, r.add(rec, func() {}))
+		assert.Equal(t, tc.want, [4]int64{r.Demotions, r.Promotions, r.GiveUps, r.Resets}, tc.line)
+		assert.Equal(t, 2.0, r.BusBW)
+	}
+	rec, _ := parseRecord("[0] SUMMARY op=allreduce wrong=0 busbw=2 demotions=x")
+	r := Result{}
+	require.Error(t, r.add(rec, func() {}), "a malformed counter is an error")
 }
 
 // TestStall: the stall is the slowest iteration the outage overlapped,

@@ -14,7 +14,7 @@ import (
 // csvHeader names the columns WriteCSV writes.
 var csvHeader = []string{"scenario", "op", "bytes", "ranks_per_host", "policy", "trial",
 	"completed", "wrong", "busbw_MBps", "median_iter_ms", "max_iter_ms", "stall_ms",
-	"fault", "fault_link", "qp_failures", "elapsed_s", "error"}
+	"fault", "fault_link", "qp_failures", "demotions", "promotions", "give_ups", "resets", "elapsed_s", "error"}
 
 // CSVWriter writes one row per trial, as trials finish.
 type CSVWriter struct {
@@ -47,7 +47,8 @@ func (c *CSVWriter) Write(r Result) error {
 	row := []string{t.Scenario, t.Op, strconv.Itoa(t.Bytes), strconv.Itoa(t.RanksPerHost), t.Policy, strconv.Itoa(t.Index),
 		strconv.FormatBool(r.Completed()), strconv.FormatInt(r.Wrong, 10),
 		strconv.FormatFloat(r.BusBW/1e6, 'f', 2, 64), ms(r.MedianIteration()), ms(maxIter), ms(r.Stall()),
-		t.Fault.String(), faultLink, strconv.Itoa(r.QPFailures), strconv.FormatFloat(r.Elapsed.Seconds(), 'f', 1, 64), errText}
+		t.Fault.String(), faultLink, strconv.Itoa(r.QPFailures),
+		count(r.Demotions), count(r.Promotions), count(r.GiveUps), count(r.Resets), strconv.FormatFloat(r.Elapsed.Seconds(), 'f', 1, 64), errText}
 	if err := c.w.Write(row); err != nil {
 		return fmt.Errorf("experiment: write csv: %w", err)
 	}
@@ -133,14 +134,19 @@ func Summary(w io.Writer, results []Result, capacity float64) {
 			bound := FabricBound(g.op, first.RanksPerHost, capacity)
 			fmt.Fprintf(w, "\n%s, %s, %d MiB per rank, %d rank(s) per host; %s; fabric bound %.1f MB/s busbw\n\n",
 				g.scenario, g.op, first.Bytes>>20, first.RanksPerHost, first.Fault, bound/1e6)
-			fmt.Fprintln(w, "| policy | completed | correct | hung | busbw MB/s median (min–max) | of bound | ÷ ecmp | ÷ spray | stall ms median (max) | QP failures median |")
-			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+			fmt.Fprintln(w, "| policy | completed | correct | hung | busbw MB/s median (min–max) | of bound | ÷ ecmp | ÷ spray | stall ms median (max) | QP failures median | demotions, promotions, give-ups median |")
+			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 		}
 		bws := busbws(g.results)
 		completed, correct, hung := 0, 0, 0
-		var stalls, failures []float64
+		var stalls, failures, demotions, promotions, giveUps []float64
 		for _, r := range g.results {
 			failures = append(failures, float64(r.QPFailures))
+			if r.Demotions >= 0 {
+				demotions = append(demotions, float64(r.Demotions))
+				promotions = append(promotions, float64(r.Promotions))
+				giveUps = append(giveUps, float64(r.GiveUps))
+			}
 			if r.Completed() {
 				completed++
 			}
@@ -171,8 +177,12 @@ func Summary(w io.Writer, results []Result, capacity float64) {
 		if len(bws) > 0 {
 			spread = fmt.Sprintf("%.1f (%.1f–%.1f)", m/1e6, slices.Min(bws)/1e6, slices.Max(bws)/1e6)
 		}
-		fmt.Fprintf(w, "| %s | %d/%d | %d/%d | %d | %s | %.2f | %s | %s | %s | %.0f |\n",
-			g.policy, completed, len(g.results), correct, len(g.results), hung, spread, m/bound, ratio("ecmp"), ratio("spray"), stall, median(failures))
+		paths := "–"
+		if len(demotions) > 0 {
+			paths = fmt.Sprintf("%.0f, %.0f, %.0f", median(demotions), median(promotions), median(giveUps))
+		}
+		fmt.Fprintf(w, "| %s | %d/%d | %d/%d | %d | %s | %.2f | %s | %s | %s | %.0f | %s |\n",
+			g.policy, completed, len(g.results), correct, len(g.results), hung, spread, m/bound, ratio("ecmp"), ratio("spray"), stall, median(failures), paths)
 	}
 }
 
@@ -198,4 +208,12 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// count is a counter for the CSV: empty when unknown (negative).
+func count(n int64) string {
+	if n < 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
 }

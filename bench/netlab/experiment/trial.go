@@ -75,6 +75,10 @@ type Result struct {
 	// provider's warnings): each path the engine gives up and resets
 	// shows up there, at both ends.
 	QPFailures int
+	// Demotions, Promotions, GiveUps and Resets are the summary's sums
+	// over every rank's paths (see comm.PathStats), -1 without a summary
+	// that has them.
+	Demotions, Promotions, GiveUps, Resets int64
 }
 
 // Completed says the job finished with a summary and no error.
@@ -125,7 +129,7 @@ const qpFailedLog = "tcp: QP failed"
 // Run runs one trial on s and collects what rank 0 reported. The fabric
 // is restored afterwards, whatever happened.
 func (s *Setup) Run(ctx context.Context, t Trial) Result {
-	res := Result{Trial: t, Wrong: -1, FaultLink: t.Fault.Link}
+	res := Result{Trial: t, Wrong: -1, FaultLink: t.Fault.Link, Demotions: -1, Promotions: -1, GiveUps: -1, Resets: -1}
 	begun := make(chan struct{})
 	var once sync.Once
 	var mu sync.Mutex
@@ -209,6 +213,16 @@ func (r *Result) add(rec Record, begin func()) error {
 			return err
 		}
 		r.BusBW, r.Wrong = bw, wrong
+		for k, v := range map[string]*int64{"demotions": &r.Demotions, "promotions": &r.Promotions, "giveups": &r.GiveUps, "resets": &r.Resets} {
+			if _, ok := rec.Fields[k]; !ok {
+				continue // a traffic program that does not count paths
+			}
+			n, err := rec.Int(k)
+			if err != nil {
+				return err
+			}
+			*v = n
+		}
 	}
 	return nil
 }

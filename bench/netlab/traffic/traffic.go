@@ -8,7 +8,7 @@
 //	BEGIN op=allreduce bytes=67108864 iter=0 at_ns=...
 //	ITER op=allreduce bytes=67108864 iter=0 start_ns=... end_ns=... algbw=... busbw=...
 //	...
-//	SUMMARY op=allreduce bytes=67108864 iters=5 wrong=0 seconds=... algbw=... busbw=...
+//	SUMMARY op=allreduce bytes=67108864 iters=5 wrong=0 seconds=... algbw=... busbw=... demotions=... promotions=... giveups=... resets=...
 //
 // Warm-up iterations have negative iter numbers. wrong counts the
 // elements, over every rank and iteration, that did not hold the
@@ -19,7 +19,9 @@
 // byte ranges of the buffer; and, with Config.Recheck, a RECHECK line
 // saying how many are still wrong a while later.
 // Bandwidths are in bytes per second, busbw with the factors of
-// nccl-tests (2(n-1)/n for AllReduce, (n-1)/n for AllToAll).
+// nccl-tests (2(n-1)/n for AllReduce, (n-1)/n for AllToAll). demotions,
+// promotions, giveups and resets add up, over every rank's paths, what
+// the job's paths went through so far (see comm.PathStats).
 package traffic
 
 import (
@@ -187,14 +189,31 @@ func (r *runner) run(ctx context.Context, op Op) (int64, error) {
 		fmt.Fprintf(r.out, "ITER op=%s bytes=%d iter=%d start_ns=%d end_ns=%d algbw=%.0f busbw=%.0f\n",
 			op, bytes, it, start.UnixNano(), end.UnixNano(), algbw, algbw*factor)
 	}
-	all := []int64{wrong}
+	all := append([]int64{wrong}, pathCounts(r.c.Stats())...)
 	if err := collectives.AllReduce(ctx, r.g, all, all, collectives.Sum); err != nil {
 		return 0, fmt.Errorf("traffic: count wrong elements of %s: %w", op, err)
 	}
 	algbw := float64(bytes) * float64(r.cfg.Iters) / total.Seconds()
-	fmt.Fprintf(r.out, "SUMMARY op=%s bytes=%d iters=%d wrong=%d seconds=%.6f algbw=%.0f busbw=%.0f\n",
-		op, bytes, r.cfg.Iters, all[0], total.Seconds(), algbw, algbw*factor)
+	fmt.Fprintf(r.out, "SUMMARY op=%s bytes=%d iters=%d wrong=%d seconds=%.6f algbw=%.0f busbw=%.0f demotions=%d promotions=%d giveups=%d resets=%d\n",
+		op, bytes, r.cfg.Iters, all[0], total.Seconds(), algbw, algbw*factor, all[1], all[2], all[3], all[4])
 	return all[0], nil
+}
+
+// pathCounts sums, over every path of every link of s, the times a path
+// was demoted (soft timeouts), promoted, given up and reset.
+func pathCounts(s comm.Stats) []int64 {
+	var n [4]int64
+	for _, p := range s.Peers {
+		for _, l := range p.Links {
+			for _, q := range l.Paths {
+				n[0] += int64(q.SoftTimeouts)
+				n[1] += int64(q.Promotions)
+				n[2] += int64(q.GiveUps)
+				n[3] += int64(q.Resets)
+			}
+		}
+	}
+	return n[:]
 }
 
 // valueIter names the iteration, this one or one of the seven before
