@@ -39,6 +39,12 @@ func ParsePolicy(name string) (Policy, error) {
 // would keep the queueing it once saw, get no cell, hence no sample that
 // could clear it, and starve. When the best path has no credit the cell
 // waits for it rather than go to a path expected to be slower.
+//
+// A path with no sample yet (new, or reset: it may be another route
+// now) is assumed as fast as the best measured one, so that it gets
+// tried, but while another path is measured it is probed with one cell
+// at a time until its first token is back: a slow route trusted with a
+// full window of cells on a guess would hold them all late.
 type Adaptive struct{}
 
 // Name returns "adaptive".
@@ -67,7 +73,7 @@ func (*Adaptive) Pick(paths []PathInfo, n int64) int {
 	best, bestT := -1, 0.0
 	for i := range paths {
 		p := &paths[i]
-		if p.State != PathUp {
+		if p.State != PathUp || p.Samples == 0 && p.Cells > 0 && shortest >= 0 {
 			continue
 		}
 		bw := p.Bandwidth

@@ -2,6 +2,7 @@ package cell_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -179,4 +180,24 @@ func TestAdaptiveAvoidsPathThatSlowsDown(t *testing.T) {
 	after := f.Ends[0].BytesOn()
 	share := float64(after[3]-before[3]) / float64(64<<20)
 	require.Less(t, share, 0.125, "the slowed path carried %.1f%% (fair share 25%%)", 100*share)
+}
+
+// A path not measured yet, next to a measured one, is probed with one
+// cell at a time: however fast it is assumed to be, it gets no second cell
+// before its first token. With nothing measured, every path takes cells.
+func TestAdaptiveProbesUnmeasuredPaths(t *testing.T) {
+	measured := cell.PathInfo{State: cell.PathUp, Credits: 8, Cells: 4, Bytes: 4 << 20,
+		Samples: 10, Delay: time.Millisecond, Bandwidth: 1e9}
+	fresh := cell.PathInfo{State: cell.PathUp, Credits: 8, SRTT: time.Millisecond}
+	a := &cell.Adaptive{}
+	require.Equal(t, 1, a.Pick([]cell.PathInfo{measured, fresh}, 64<<10), "the fresh path is tried")
+	fresh.Cells, fresh.Bytes = 1, 64<<10
+	require.Equal(t, 0, a.Pick([]cell.PathInfo{measured, fresh}, 64<<10), "one probe at a time")
+	fresh.Samples, fresh.Delay, fresh.Bandwidth = 1, 10*time.Microsecond, 1e9
+	require.Equal(t, 1, a.Pick([]cell.PathInfo{measured, fresh}, 64<<10), "measured, it is trusted")
+
+	unmeasured := cell.PathInfo{State: cell.PathUp, Credits: 8, Cells: 3, Bytes: 3 << 16, SRTT: time.Millisecond}
+	other := unmeasured
+	other.Cells, other.Bytes = 4, 4<<16
+	require.Equal(t, 0, a.Pick([]cell.PathInfo{unmeasured, other}, 64<<10), "nothing measured: by backlog")
 }
