@@ -382,7 +382,8 @@ func (e *Engine) Tick(now int64) {
 		factor := backoffFactor(c.backoff, e.cfg.MaxSoftBackoff)
 		if p.state == PathSlow {
 			e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
-				Err: fmt.Errorf("%w: demoted, and no token for %v since, T_soft %v, %d× for this cell", ErrNoProgress, waited, tsoft, factor)})
+				Err: fmt.Errorf("%w: demoted, and no token for %v since, nor an arrival for %v, T_soft %v, %d× for this cell",
+					ErrNoProgress, waited, time.Duration(e.now-p.alive), tsoft, factor)})
 			if e.err != nil {
 				return
 			}

@@ -102,7 +102,9 @@ type path struct {
 	bytes   int64
 	// progress is when the path last showed progress (a token, or its
 	// admission); a copy queued behind others is late only relative to it.
-	progress int64
+	// alive is when a cell of the peer's last arrived on it: the tokens
+	// for this end's cells come back behind those, on the same QP.
+	progress, alive int64
 	est      estimator
 	cause    error
 	// quiet says a down path's old incarnation is gone at both ends:
@@ -144,7 +146,7 @@ func (p *path) admit(depth int, initialRTT, floor, now int64) {
 	p.state, p.quiet = PathUp, false
 	p.credits = depth
 	p.head, p.n, p.bytes = 0, 0, 0
-	p.progress = now
+	p.progress, p.alive = now, now
 	p.est.init(initialRTT, floor)
 	p.cause = nil
 }
@@ -188,7 +190,8 @@ func (p *path) find(id uint32) int {
 // deadline is when the oldest outstanding copy becomes late, or 0: T_soft
 // after it could start to leave, times its cell's back-off, at most
 // maxBackoff. On a slow path it is when the path counts as broken: twice
-// that, with no token meanwhile.
+// that with neither a token nor an arrival, which would show the QP
+// moving, though the tokens wait behind the peer's cells.
 func (p *path) deadline(maxBackoff int) int64 {
 	if !p.live() || p.n == 0 {
 		return 0
@@ -196,7 +199,7 @@ func (p *path) deadline(maxBackoff int) int64 {
 	c := p.at(0)
 	span := p.est.softTimeout() * backoffFactor(c.backoff, maxBackoff)
 	if p.state == PathSlow {
-		span *= 2
+		return max(c.sentAt, p.progress, p.alive) + 2*span
 	}
 	return max(c.sentAt, p.progress) + span
 }

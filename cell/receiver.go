@@ -222,6 +222,7 @@ func (e *Engine) arrived(p *path, recv uint64, id uint32) {
 		return
 	}
 	e.repostRecv(p)
+	p.alive = e.now
 	st := e.rcv.check(id)
 	if st == TokenOK && id == e.rcv.low {
 		e.rcv.advanceLow(e)
