@@ -110,7 +110,7 @@
 // those, on the same QP), is given up (ErrNoProgress) and reset like a
 // broken one: its copies hold their ranges (see below) until it is. That
 // bound is the price of telling slow from dead: a path whose route died
-// holds the ranges it carried for about three T_soft, not one.
+// holds the ranges it carried for up to three T_soft, not one.
 //
 // A soft timeout may mean a path slow rather than broken for every cell
 // on it, not for one: were every attempt judged by the same clock, a
