@@ -240,16 +240,32 @@ func recordWRID(q int, n uint64) uint64 {
 // the post and the path's last completion or token: a record queued
 // behind megabytes of cells on a slow link is late only if the path
 // stopped moving. The engine writes the records again on another path.
+//
+// A record can take longer than that on a path that is slow, not dark:
+// it waits behind this end's cells, and its acknowledgement behind the
+// peer's; and T_soft is at its floor on a path just reset, and on every
+// path of an end that sends no cells, since only cells' tokens teach it.
+// Judged by that clock every time, such a path would be given up on its
+// first record after each reset, for as long as the connection lives,
+// before the tokens of the cells it carries could come back, so that
+// neither its estimates nor a range whose last cell keeps going there
+// ever gets anywhere. So, as a cell's back-off does, each give-up doubles
+// the time records get on that path from then on, resets included, up to
+// the engine's MaxSoftBackoff times: a path is given up for its records
+// a few times at most, and one that went dark is still found out, later,
+// and by its cells' own soft timeouts meanwhile.
 func (c *Conn) watchRecordsLocked(now int64) {
 	for _, p := range c.paths {
 		if p.records.n == 0 || p.closed || p.Resetting() {
 			continue
 		}
-		bound := 2 * int64(c.eng.Path(p.idx).SoftTimeout)
+		soft := int64(c.eng.Path(p.idx).SoftTimeout)
+		bound := 2 * soft * p.recordSlack
 		if age := now - max(p.records.at(0), p.lastSeen); age > bound {
 			p.records.reset()
-			err := fmt.Errorf("%w: a grant or final written %v ago has not completed, T_soft %v",
-				cell.ErrNoProgress, time.Duration(age), time.Duration(bound/2))
+			err := fmt.Errorf("%w: a grant or final written %v ago has not completed, T_soft %v, 2×%d for records here",
+				cell.ErrNoProgress, time.Duration(age), time.Duration(soft), p.recordSlack)
+			p.recordSlack = min(2*p.recordSlack, int64(c.eng.Config().MaxSoftBackoff))
 			_ = c.eng.PathFailed(now, p.idx, err)
 			c.fed = true
 		}

@@ -137,8 +137,12 @@ type path struct {
 	writes   uint64         // ring writes posted, to signal every signalEvery
 	// records holds when each grant or final written on the path and not
 	// yet completed was posted, oldest first (see watchRecordsLocked).
-	records  fifo[int64]
-	lastSeen int64 // when the path last completed anything
+	records fifo[int64]
+	// recordSlack multiplies T_soft for the records watched on the path:
+	// doubled at each give-up of the watch, never undone (see
+	// watchRecordsLocked).
+	recordSlack int64
+	lastSeen    int64 // when the path last completed anything
 }
 
 func (p *path) notify(m ctlMsg) {

@@ -131,7 +131,7 @@ func (c *Conn) build() (*setupInfo, error) {
 		if err != nil {
 			return nil, fail(fmt.Sprintf("create qp of path %d", i), err)
 		}
-		p := &path{idx: i, qp: q, qpn: q.Num(), refill: make([]verbs.RecvWR, r.eng.RecvDepth)}
+		p := &path{idx: i, qp: q, qpn: q.Num(), refill: make([]verbs.RecvWR, r.eng.RecvDepth), recordSlack: 1}
 		if k, ok := q.(verbs.Corker); ok {
 			c.corkers = append(c.corkers, k)
 		}

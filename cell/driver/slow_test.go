@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -191,5 +192,81 @@ func TestLateCopiesNeverCorrupt(t *testing.T) {
 				"cells went again only for ranges held")
 			require.Zero(t, sa.Engine.RangesFailed+sb.Engine.RangesFailed)
 		})
+	}
+}
+
+// The receiver's records take longer than T_soft's floor: every request
+// of B (its tokens, grants and hold acks) is delayed by 60 ms, where the
+// floor is 50 ms. That is a healthy path, only slow, as a record is that
+// waits behind a 4 MiB cell on a 300 Mbit/s link; yet an end that sends
+// no cells has T_soft at its floor on every path, and so has a path just
+// reset. (A's floor is high: its cells, whose tokens are as slow, are not
+// what this is about.) Path 1's link then goes down, its resets failing,
+// and comes back as slow as before. Nothing may loop: every range
+// arrives whole, path 1 is used again once its link is back, and the
+// watch on B's records gives each path up a few times at most, not once
+// for every record that rides it.
+func TestSlowRecordsConverge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of slow paths and a link down")
+	}
+	const slowPath, ranges = 1, 64
+	cfgA, cfgB := testConfig(), testConfig()
+	cfgA.Engine.MinSoftTimeout = 5 * time.Second
+	pr := dialPairEach(t, runtime.NumGoroutine(), openEnd(t, providers[1], "A"), openEnd(t, providers[1], "B"), cfgA, cfgB)
+	ctx := bounded(t)
+	slow := fault.Fault{Kind: fault.Delay, Delay: 60 * time.Millisecond}
+	for i := range cfgB.Paths {
+		pr.b.qp(i).Inject(slow)
+	}
+	run := func() { stream(ctx, t, pr.a, pr.b, ranges<<19, 1<<19, 4, -1, nil) }
+	run()
+	pr.a.qp(slowPath).Inject(fault.Fault{Kind: fault.Drop})
+	pr.b.qp(slowPath).Inject(fault.Fault{Kind: fault.Drop})
+	run()
+	back := pr.a.conn.Stats().Paths[slowPath].Tokens
+	pr.a.qp(slowPath).Inject(fault.Fault{})
+	pr.b.qp(slowPath).Inject(slow)
+	for pr.a.conn.Stats().Paths[slowPath].Tokens == back {
+		require.NoError(t, ctx.Err(), "path %d never acknowledged a cell after its link came back", slowPath)
+		run()
+	}
+	before := pr.b.conn.Stats().Engine.GiveUps
+	run()
+	after := pr.b.conn.Stats()
+	for i, ps := range after.Paths {
+		t.Logf("B path %d: %v, %d give-ups", i, ps.State, ps.GiveUps)
+	}
+	// Each give-up of the watch doubles the time records get on its path:
+	// by now a path is given up once more at most (one that never was
+	// still judges by the floor), and a stall of the machine may cost one.
+	require.LessOrEqual(t, after.Engine.GiveUps-before, uint64(2*cfgB.Paths), "B gave up paths for %d ranges", ranges)
+	require.Zero(t, after.DeadPaths)
+}
+
+// Every request on every path takes longer than T_soft's floor: a fault
+// delay of 80 ms at both ends, where the floor is 50 ms, on cells,
+// tokens and records alike, as on a loaded fabric whose paths every
+// connection starts fresh on. The paths are given up at first, and come
+// back with T_soft at its floor; nothing may loop so that a transfer
+// never ends, as one did in the lab after a link had been down: the
+// range's last cell was re-posted on a path just reset each time, which
+// was given up again before the cell's token could return, because a
+// record written on it had not completed within the floor.
+func TestSlowFabricTransferCompletes(t *testing.T) {
+	p := providers[1]
+	cfg := testConfig()
+	pr := newPair(t, p, cfg)
+	ctx := bounded(t)
+	slow := fault.Fault{Kind: fault.Delay, Delay: 80 * time.Millisecond}
+	for i := range cfg.Paths {
+		pr.a.qp(i).Inject(slow)
+		pr.b.qp(i).Inject(slow)
+	}
+	stream(ctx, t, pr.a, pr.b, 32<<20, 4<<20, 4, -1, nil)
+	for _, e := range []*end{pr.a, pr.b} {
+		st := e.conn.Stats()
+		t.Logf("%s: %d give-ups", e.name, st.Engine.GiveUps)
+		require.Zero(t, st.DeadPaths, "%s: no path closed for good", e.name)
 	}
 }
