@@ -105,8 +105,8 @@ type path struct {
 	// alive is when a cell of the peer's last arrived on it: the tokens
 	// for this end's cells come back behind those, on the same QP.
 	progress, alive int64
-	est      estimator
-	cause    error
+	est             estimator
+	cause           error
 	// quiet says a down path's old incarnation is gone at both ends:
 	// nothing posted on it can land any more, though it is not back.
 	quiet bool
