@@ -10,7 +10,7 @@ import (
 	"github.com/rdmacell/rdmacell/cell/celltest"
 )
 
-// slowPathOpts is a fabric whose every path takes about five times the
+// slowPathOpts is a fabric whose every path takes about seven times the
 // T_soft floor to carry one cell: a path slow, not broken, like a NIC
 // shared by many connections or a link held by PFC. Before any sample,
 // T_soft is the floor (100 µs; 3 × InitialRTT is below it), and a reset
@@ -19,17 +19,18 @@ func slowPathOpts(paths int, maxBackoff int) fabricOpts {
 	o := defaultOpts(paths)
 	o.Config.InitialRTT = 20_000
 	o.Config.MaxSoftBackoff = maxBackoff
-	o.PsPerByte = slices.Repeat([]int64{31_000}, paths) // a 16 KiB cell: 508 µs
+	o.PsPerByte = slices.Repeat([]int64{45_000}, paths) // a 16 KiB cell: 737 µs
 	return o
 }
 
 // Without the back-off a cell slower than T_soft never lands on a path
 // that is the only one, or on which every cell is as slow: each attempt is
-// demoted at T_soft, shows no progress for as long again, and is reset.
-// With it, each soft timeout doubles the time the cell that timed out gets
-// on its next attempts: on one path the first cell is allowed 2 × T_soft
-// to show progress, then 4 ×, then 8 ×, more than it needs, so it lands
-// after two resets, and its RTT sample teaches the path's estimates.
+// demoted at T_soft, shows no progress for twice as long again, and is
+// reset. With it, each soft timeout doubles the time the cell that timed
+// out gets on its next attempts: on one path the first cell is allowed
+// 3 × T_soft to show progress, then 6 ×, then 12 ×, more than it needs,
+// so it lands after two resets, and its RTT sample teaches the path's
+// estimates.
 func TestSoftTimeoutBackoff(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -45,7 +46,7 @@ func TestSoftTimeoutBackoff(t *testing.T) {
 		// The re-posts move from path to path; each cell's back-off moves
 		// with it.
 		{"four paths", 4, 4, 0, true, 1},
-		{"back-off bounded below the need", 1, 1, 2, false, 0},
+		{"back-off bounded below the need", 1, 1, 2, false, 0}, // 6 × at most
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTestFabric(t, slowPathOpts(tc.paths, tc.maxBackoff))
@@ -55,7 +56,7 @@ func TestSoftTimeoutBackoff(t *testing.T) {
 			if !tc.wantDone {
 				require.False(t, f.Done(), "delivered at t=%dns", f.Now)
 				// Given up again and again: about one give-up per
-				// twice the floor and reset on each path.
+				// three floors and a reset on each path.
 				require.Greater(t, a.Stats().GiveUps, uint64(100*tc.paths))
 				return
 			}
@@ -85,7 +86,7 @@ func TestSoftTimeoutBackoff(t *testing.T) {
 				if p.Samples == 0 {
 					continue
 				}
-				require.Greater(t, p.SoftTimeout, durNS(508*us), "path %d: T_soft has learned the path", q)
+				require.Greater(t, p.SoftTimeout, durNS(737*us), "path %d: T_soft has learned the path", q)
 			}
 		})
 	}
@@ -103,7 +104,7 @@ func TestSoftTimeoutBackoffIsPerCell(t *testing.T) {
 	// Both paths hold cells 150 µs, once each: the first cell is demoted
 	// on its path at 100 µs and re-posted on the other, where it lands in
 	// 150 µs, within the 200 µs its back-off allows; its first copy lands
-	// too, within twice T_soft, and its path is up again.
+	// too, within three T_soft, and its path is up again.
 	held := map[int]bool{}
 	f.Hook = func(m *msg) verdict {
 		if m.Kind == celltest.MsgCell && !held[m.Path] {

@@ -105,12 +105,13 @@
 // reset would have cost a reconnection and thrown those measurements
 // away, and on a fabric whose queues sometimes exceed T_soft it would
 // reset healthy paths again and again. A demoted path that shows no
-// progress at all for twice the time that made it late, neither a token
+// progress at all for three times the time that made it late (a TCP
+// connection stalls for twice T_soft's floor at times), neither a token
 // nor a cell of the peer's arriving on it (the tokens come back behind
 // those, on the same QP), is given up (ErrNoProgress) and reset like a
 // broken one: its copies hold their ranges (see below) until it is. That
 // bound is the price of telling slow from dead: a path whose route died
-// holds the ranges it carried for up to three T_soft, not one.
+// holds the ranges it carried for up to four T_soft, not one.
 //
 // A soft timeout may mean a path slow rather than broken for every cell
 // on it, not for one: were every attempt judged by the same clock, a

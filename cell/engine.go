@@ -450,11 +450,20 @@ func (e *Engine) giveUp(p *path, cause error) {
 // it is taken back, and every cell it holds that has not landed is rolled
 // back onto the re-post queue. Its copies stay outstanding, quarantined,
 // until the path is reset or closed.
+//
+// A slow path's cells went to the re-post queue when it was demoted, and
+// it took none since: each is queued still, or has a copy elsewhere,
+// whose path going out of service would queue it again. Queued now, it
+// could go a second time onto the path that holds that copy; a token for
+// either copy there would then resolve both, the one not landed too.
 func (e *Engine) isolate(p *path, cause error) {
+	slow := p.state == PathSlow
 	p.state, p.cause = PathDown, cause
 	e.takeBack(p)
 	e.dropBatch(p.idx)
-	e.requeueHeld(p)
+	if !slow {
+		e.requeueHeld(p)
+	}
 }
 
 // takeBack removes from path p the copies of this batch, which were not

@@ -189,9 +189,10 @@ func (p *path) find(id uint32) int {
 
 // deadline is when the oldest outstanding copy becomes late, or 0: T_soft
 // after it could start to leave, times its cell's back-off, at most
-// maxBackoff. On a slow path it is when the path counts as broken: twice
-// that with neither a token nor an arrival, which would show the QP
-// moving, though the tokens wait behind the peer's cells.
+// maxBackoff. On a slow path it is when the path counts as broken:
+// NoProgressFactor times that with neither a token nor an arrival, which
+// would show the QP moving, though the tokens wait behind the peer's
+// cells.
 func (p *path) deadline(maxBackoff int) int64 {
 	if !p.live() || p.n == 0 {
 		return 0
@@ -199,10 +200,18 @@ func (p *path) deadline(maxBackoff int) int64 {
 	c := p.at(0)
 	span := p.est.softTimeout() * backoffFactor(c.backoff, maxBackoff)
 	if p.state == PathSlow {
-		return max(c.sentAt, p.progress, p.alive) + 2*span
+		return max(c.sentAt, p.progress, p.alive) + NoProgressFactor*span
 	}
 	return max(c.sentAt, p.progress) + span
 }
+
+// NoProgressFactor is how many times the time that made its cell late a
+// demoted path may go without a token or an arrival before it is given
+// up. On the lab's shaped fabric a healthy path's TCP connection stalls
+// for twice T_soft's floor at times (a loss and its retransmission
+// timeout): with three, healthy jobs there gave up a quarter of the paths
+// they did with two.
+const NoProgressFactor = 3
 
 // backoffFactor is 2^shift, at most limit.
 func backoffFactor(shift uint8, limit int) int64 {

@@ -198,9 +198,16 @@ func (e *Engine) resolve(c *cell) {
 	e.maybeFinish(r)
 }
 
-// advance slides NEXT_ACK over resolved cells.
+// advance slides NEXT_ACK over resolved cells, but not over one still
+// named by the re-post queue: a cell that landed while queued (its late
+// copy's token) stays there until it reaches the queue's head, and its
+// tracking slot must not be reused meanwhile, or the queue would name the
+// new cell and post it again.
 func (s *sender) advance() {
-	for s.tq.nextAck != s.tq.nextSend && s.tq.at(s.tq.nextAck).done {
+	for s.tq.nextAck != s.tq.nextSend {
+		if c := s.tq.at(s.tq.nextAck); !c.done || c.queued {
+			return
+		}
 		s.tq.nextAck++
 	}
 }
@@ -393,6 +400,7 @@ func (e *Engine) pump() {
 	s := &e.snd
 	for e.err == nil {
 		c := s.tq.peekRepost()
+		s.advance() // past cells peekRepost dropped
 		if c != nil && !e.mayRepost(c) {
 			c = nil // new cells may go meanwhile
 		}

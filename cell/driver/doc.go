@@ -62,12 +62,12 @@
 // (one in signalEvery is signaled, so that an RNIC can retire the others);
 // the other records are signaled (grants verbs.Relaxed: only the watch
 // below waits for their completion), and a path on which one does not
-// complete within twice its soft timeout is given up, so that the engine
-// writes it again elsewhere; each such give-up doubles the time records
-// get on that path from then on (a path slow rather than dark would
-// otherwise be given up for its first record after every reset). Finals,
-// holds and hold acks are followed by a bell
-// on the control QP, which wakes a peer that rests. Each ring is read only
+// complete within three times its soft timeout is given up, so that the
+// engine writes it again elsewhere; each such give-up doubles the time
+// records get on that path from then on (a path slow rather than dark
+// would otherwise be given up for its first record after every reset).
+// Finals, holds and hold acks are followed by a bell on the control QP,
+// which wakes a peer that rests. Each ring is read only
 // when a record can be there: tokens of the cells posted, grants while a
 // send waits, finals while a receive does, the tail ring after an
 // arrival, the hold ring after a control message or a landing, the
