@@ -28,13 +28,13 @@ func TestRandomFaultsNeverCorruptDelivery(t *testing.T) { runSeeds(t, 0, broadMi
 // see a write after; one held must wait for its final.
 func TestRandomFaultsOnOneTripRanges(t *testing.T) { runSeeds(t, 1_000_000, oneTripMix) }
 
-// runSeeds runs 200 seeds from first (60 in short mode or under the race
+// runSeeds runs 1000 seeds from first (60 in short mode or under the race
 // detector), in parallel. Together they must take every way a path
 // leaves service and comes back: demoted and up again after draining
 // (slow, not dead), demoted and given up for showing no progress, given
 // up at once and re-admitted.
 func runSeeds(t *testing.T, first uint64, mix faultMix) {
-	seeds := 200
+	seeds := 1000
 	if testing.Short() || raceEnabled {
 		seeds = 60
 	}
