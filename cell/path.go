@@ -23,8 +23,8 @@ const (
 	// past T_soft and was posted again elsewhere. It takes no new cells
 	// until every copy it holds has landed, and then is up again with
 	// what it measured meanwhile. It is given up only if it shows no
-	// progress at all for as long again (see "Slow is not dead" in the
-	// package doc).
+	// progress at all for NoProgressFactor times as long (see "Slow is not
+	// dead" in the package doc).
 	PathSlow
 )
 
