@@ -72,20 +72,15 @@ func TestAdaptiveAvoidsSlowPath(t *testing.T) {
 // Slow is not dead, over real providers: path 0 holds every request one
 // and a half times T_soft (T_soft is the floor on a fresh connection).
 // Its cells are late, so the path is demoted and they go again on path
-// 1; but its copies land before twice T_soft, so the path is up again
-// without a reset, and the range is delivered intact.
+// 1; but its copies land before three times T_soft, so the path is up
+// again without a reset, and the range is delivered intact.
 func TestSlowPathIsNotReset(t *testing.T) {
 	const n = 64 << 10
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			cfg := testConfig()
-			cfg.Paths = 2
-			cfg.Policy = "spray" // the range puts cells on path 0
-			cfg.CellSize = 16 << 10
-			// Far above what a loaded machine adds to a round trip, so
-			// that only the injected delay makes a cell late.
-			cfg.Engine.MinSoftTimeout = 200 * time.Millisecond
-			pr := newPair(t, p, cfg)
+			// A floor far above what a loaded machine adds to a round
+			// trip, so that only the injected delay makes a cell late.
+			pr := sprayPair(t, p, 200*time.Millisecond)
 			ctx := bounded(t)
 			src, dst := pr.a.region(n), pr.b.region(n)
 			fill(src.Bytes(), 7)
@@ -125,12 +120,7 @@ func TestLateCopiesNeverCorrupt(t *testing.T) {
 	const reps, slots, n = 60, 4, 64 << 10
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			cfg := testConfig()
-			cfg.Paths = 2
-			cfg.Policy = "spray" // every range puts cells on path 0
-			cfg.CellSize = 16 << 10
-			cfg.Engine.MinSoftTimeout = 5 * time.Millisecond
-			pr := newPair(t, p, cfg)
+			pr := sprayPair(t, p, 5*time.Millisecond)
 			ctx := bounded(t)
 			src, dst := pr.a.region(slots*n), pr.b.region(slots*n)
 			want, scribble := make([]byte, n), bytes.Repeat([]byte{0xEE}, n)
@@ -269,4 +259,15 @@ func TestSlowFabricTransferCompletes(t *testing.T) {
 		t.Logf("%s: %d give-ups", e.name, st.Engine.GiveUps)
 		require.Zero(t, st.DeadPaths, "%s: no path closed for good", e.name)
 	}
+}
+
+// sprayPair is a connection of two paths over p whose ranges of more than
+// one 16 KiB cell put cells on path 0, with T_soft's floor at floor.
+func sprayPair(t *testing.T, p provider, floor time.Duration) *pair {
+	cfg := testConfig()
+	cfg.Paths = 2
+	cfg.Policy = "spray"
+	cfg.CellSize = 16 << 10
+	cfg.Engine.MinSoftTimeout = floor
+	return newPair(t, p, cfg)
 }
