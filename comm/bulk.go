@@ -14,16 +14,18 @@ import (
 func (p *peer) askLocked() {
 	kept := p.rxWait[:0]
 	for _, h := range p.rxWait {
-		if h.done() {
-			continue
-		}
 		if h.abandoned {
 			if !h.asked {
-				// The sender waits for CTSs that will not come.
+				// The sender waits for CTSs that will not come. A
+				// receive given up before it asked for anything is
+				// done already, and owes the NACK all the same.
 				p.queueNackLocked(h.id, reasonGone, 0)
 				h.asked = true
 			}
 			h.settleLocked()
+			continue
+		}
+		if h.done() {
 			continue
 		}
 		for !h.asked && p.brecvF.len() < maxBulkRanges && !p.down {

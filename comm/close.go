@@ -38,6 +38,7 @@ func (w *world) goodbye(closed error) {
 		p.mu.Unlock()
 		p.wake()
 	}
+	w.wild.cancelWhere(0, closed, nil)
 	w.log.Debug("closing: goodbyes sent")
 	t := time.NewTimer(w.opts.CloseTimeout)
 	defer t.Stop()
@@ -96,6 +97,7 @@ func (w *world) release(cause error) error {
 		p.cancelWhereLocked(cause, nil)
 		p.mu.Unlock()
 	}
+	w.wild.cancelWhere(0, cause, nil)
 	keep(w.mem.close())
 	for _, pd := range w.mem.pds {
 		if pd != nil {

@@ -26,6 +26,10 @@ type Comm struct {
 	// communicator is gone, so no collective can complete.
 	poison atomic.Pointer[failure]
 
+	// recvSeq numbers the receives of the user channel in post order,
+	// which orders receives from any rank against the others.
+	recvSeq atomic.Uint64
+
 	mu      sync.Mutex
 	splits  uint64
 	shrinks uint64
@@ -91,10 +95,10 @@ func (c *Comm) Transport(peer int) string {
 // Send sends buf to rank peer under tag and returns once buf may be used
 // again: small messages once they have landed in the peer's memory, large
 // ones once a receive has taken them and every byte has moved. Messages
-// to one peer with one tag are received in the order they were sent. If
-// ctx ends first the send is given up; a large message from memory of
-// Alloc may then still be read until it is finished or the communicator
-// is closed.
+// to one peer with one tag are received in the order they were sent; tag
+// may be any value but AnyTag. If ctx ends first the send is given up; a
+// large message from memory of Alloc may then still be read until it is
+// finished or the communicator is closed.
 func (c *Comm) Send(ctx context.Context, peer int, tag uint64, buf []byte) error {
 	h, err := c.post(true, chanUser, peer, tag, buf, true)
 	if err != nil {
@@ -105,7 +109,11 @@ func (c *Comm) Send(ctx context.Context, peer int, tag uint64, buf []byte) error
 }
 
 // Recv receives the next message from rank peer with tag into buf and
-// returns its length. A message longer than buf fails with a
+// returns its length. peer may be AnySource and tag AnyTag, as in MPI: a
+// message goes to the oldest receive posted that it fits, so the messages
+// of one sender keep their order however specific and wildcard receives
+// are mixed, and RecvStatus or Irecv's Handle.Status tell who sent it
+// with which tag. A message longer than buf fails with a
 // *TruncateError. If ctx ends first the receive is given up and takes no
 // message; if a message was already moving into memory of Alloc, that
 // memory may still be written until it is finished or the communicator is
@@ -118,6 +126,18 @@ func (c *Comm) Recv(ctx context.Context, peer int, tag uint64, buf []byte) (int,
 	return c.wait(ctx, h)
 }
 
+// RecvStatus is Recv returning the Status of the message received: its
+// sender, its tag and its length, which a receive from AnySource or with
+// AnyTag needs. When the receive fails, Status names what is known of
+// the message it took, if any.
+func (c *Comm) RecvStatus(ctx context.Context, peer int, tag uint64, buf []byte) (Status, error) {
+	h, err := c.post(false, chanUser, peer, tag, buf, true)
+	if err != nil {
+		return Status{Source: peer, Tag: tag}, err
+	}
+	return c.waitStatus(ctx, h)
+}
+
 // Isend starts sending buf to rank peer under tag. buf must not change
 // until the handle completes.
 func (c *Comm) Isend(peer int, tag uint64, buf []byte) (*Handle, error) {
@@ -125,8 +145,10 @@ func (c *Comm) Isend(peer int, tag uint64, buf []byte) (*Handle, error) {
 }
 
 // Irecv starts receiving the next message from rank peer with tag into
-// buf. Receives for one peer and tag take messages in the order they
-// were posted; receives with different tags are independent.
+// buf; peer may be AnySource and tag AnyTag (see Recv), and the Handle's
+// Status then says what it took. Receives for one peer and tag take
+// messages in the order they were posted; receives with different tags
+// are independent.
 func (c *Comm) Irecv(peer int, tag uint64, buf []byte) (*Handle, error) {
 	return c.post(false, chanUser, peer, tag, buf, false)
 }
@@ -195,6 +217,7 @@ func (c *Comm) Close() error {
 		p.mu.Unlock()
 		p.wake()
 	}
+	c.w.wild.drop(c.id, err)
 	c.w.mu.Lock()
 	delete(c.w.comms, c.id)
 	c.w.mu.Unlock()
@@ -204,12 +227,23 @@ func (c *Comm) Close() error {
 // post validates and starts a send or receive on a channel. A pooled
 // handle is for a blocking call, which recycles it.
 func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte, pooled bool) (*Handle, error) {
-	if peer < 0 || peer >= len(c.ranks) {
-		op := "receive from"
-		if send {
-			op = "send to"
+	if kind == chanUser {
+		switch {
+		case send && tag == AnyTag:
+			return nil, fmt.Errorf("%w: comm rank %d: send to peer %d with tag AnyTag (%#x): want a tag a receive can name", ErrInvalidArgument, c.rank, peer, tag)
+		case !send && peer == AnySource:
+			return c.postAny(tag, buf, pooled)
 		}
-		return nil, fmt.Errorf("%w: comm rank %d: %s peer %d: want 0 <= peer < size %d", ErrInvalidArgument, c.rank, op, peer, len(c.ranks))
+	}
+	if peer < 0 || peer >= len(c.ranks) {
+		op, alt := "receive from", ""
+		switch {
+		case send:
+			op = "send to"
+		case kind == chanUser:
+			alt = " or AnySource"
+		}
+		return nil, fmt.Errorf("%w: comm rank %d: %s peer %d: want 0 <= peer < size %d%s", ErrInvalidArgument, c.rank, op, peer, len(c.ranks), alt)
 	}
 	p := c.w.peers[c.ranks[peer]]
 	var h *Handle
@@ -218,9 +252,12 @@ func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte, poo
 	} else {
 		h = newHandle()
 	}
-	h.p, h.c, h.peerCR, h.send, h.chKind, h.ctx, h.tag, h.buf = p, c, peer, send, kind, c.id, tag, buf
+	h.p, h.c, h.peerCR, h.send, h.chKind, h.ctx, h.tag, h.gotTag, h.buf = p, c, peer, send, kind, c.id, tag, tag, buf
 	h.reg, h.regOff = c.w.mem.lookup(buf)
 	h.epoch = c.w.epoch.Load()
+	if kind == chanUser && !send {
+		h.seq = c.recvSeq.Add(1)
+	}
 	p.mu.Lock()
 	err := c.check(p, kind)
 	switch {
@@ -273,13 +310,32 @@ func (c *Comm) channelErr(kind uint8) error {
 // wait waits for the handle of a blocking call, gives it up if ctx ends
 // first, and recycles it.
 func (c *Comm) wait(ctx context.Context, h *Handle) (int, error) {
-	n, err := h.Wait(ctx)
-	p := h.p
+	st, err := c.waitStatus(ctx, h)
+	return st.Len, err
+}
+
+// waitStatus is wait returning the handle's Status.
+func (c *Comm) waitStatus(ctx context.Context, h *Handle) (Status, error) {
+	_, err := h.Wait(ctx)
+	if h.any && !h.done() && c.w.wild.cancel(h, err) {
+		h.recycleLocked() // no message took it: nothing else names it
+		return Status{Source: AnySource, Tag: h.tag}, err
+	}
+	p := h.p // a receive from any rank that completed or was claimed has one
+	if p == nil {
+		// A receive from any rank that no message took, given up by
+		// Close, a failure or the watchdog.
+		st, err := h.Status(), h.err
+		h.recycleLocked()
+		return st, err
+	}
 	p.mu.Lock()
 	done := h.done()
+	st := h.Status()
 	if done {
-		n, err = h.n, h.err
+		err = h.err
 	} else {
+		st = Status{Source: h.peerCR, Tag: h.gotTag} // stable under the lock
 		h.cancelLocked(err)
 	}
 	h.recycleLocked()
@@ -290,7 +346,7 @@ func (c *Comm) wait(ctx context.Context, h *Handle) (int, error) {
 		// it would cost every blocking call a spurious wake-up.
 		p.wake()
 	}
-	return n, err
+	return st, err
 }
 
 // poisonOrdered fails the ordered and internal channels of c with err.

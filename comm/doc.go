@@ -27,7 +27,19 @@
 // messages of any size, from 0 bytes up, between caller buffers, matched
 // as in MPI: a message goes to the oldest receive posted for its sender
 // and tag, and messages with one sender and tag arrive in the order they
-// were sent. Buffers from Alloc are registered memory off the Go heap
+// were sent. A receive may name AnySource for its sender and AnyTag for
+// its tag (MPI_ANY_SOURCE, MPI_ANY_TAG): a message goes to the oldest
+// receive posted that it fits, specific or not, so one sender's messages
+// keep their order however the two are mixed, and a receive from any rank
+// takes exactly one message, claimed under a lock shared by every peer
+// (wildcard.go). Its Status (RecvStatus, Handle.Status) says who sent
+// what, and how long it was. Probe and Iprobe find such a message without
+// receiving it; the next receive that fits it takes it, which is the
+// probing goroutine's only if it is the only one receiving. A receive
+// from any rank cannot tell which rank would have sent its message: it
+// fails when a rank of the communicator dies while it waits, and once no
+// other rank is left (one that closed cleanly is just no longer waited
+// for). Buffers from Alloc are registered memory off the Go heap
 // and move without a copy; other buffers move through a bounded set of
 // registered staging buffers, in chunks, so a message of gigabytes needs
 // no more memory than a small one.

@@ -217,11 +217,11 @@ func (w *world) failPeer(p *peer, err error, abortLinks bool) {
 	p.cancelWhereLocked(err, match)
 	p.mu.Unlock()
 	p.wake()
-	if left {
-		return
-	}
 	for _, c := range w.commsWith(p.rank) {
-		c.poisonOrdered(err)
+		c.peerGone(err, left)
+		if !left {
+			c.poisonOrdered(err)
+		}
 	}
 }
 
@@ -281,6 +281,7 @@ func (w *world) failAll(err error) {
 		p.mu.Unlock()
 		p.wake()
 	}
+	w.wild.cancelWhere(0, err, nil)
 }
 
 // departureRank is the rank a departure reports, -1 if none.

@@ -4,9 +4,10 @@ package comm
 // and the channel kind) and a tag. A channel of a peer holds the receives
 // posted for it that no message has taken yet, and the messages arrived
 // that no receive has taken yet, each in arrival order. On the user
-// channel a message goes to the oldest receive with its tag; on the
-// ordered and internal channels to the oldest receive, whatever its tag,
-// and a tag that differs is a mismatch.
+// channel a message goes to the oldest receive with its tag or AnyTag,
+// or to an older receive from AnySource (which waits in a queue of its
+// communicator, wildcard.go); on the ordered and internal channels to the
+// oldest receive, whatever its tag, and a tag that differs is a mismatch.
 
 // chanKey names a channel: a communicator's context id and a kind.
 type chanKey struct {
@@ -55,33 +56,40 @@ func (ch *channel) pushPosted(h *Handle) {
 	ch.postedTail = h
 }
 
-// takePosted removes and returns the receive a message with tag goes to,
-// dropping receives given up on the way.
-func (ch *channel) takePosted(tag uint64, ordered bool) *Handle {
-	var prev *Handle
-	for h := ch.postedHead; h != nil; {
+// firstPosted returns the oldest receive a message with tag goes to, and
+// the receive before it in the queue, dropping receives given up on the
+// way; it leaves the receive in the queue.
+func (ch *channel) firstPosted(tag uint64, ordered bool) (h, prev *Handle) {
+	for h = ch.postedHead; h != nil; {
 		next := h.next
-		stale := h.done() || h.abandoned
-		if stale || ordered || h.tag == tag {
-			if prev == nil {
-				ch.postedHead = next
-			} else {
-				prev.next = next
-			}
-			if ch.postedTail == h {
-				ch.postedTail = prev
-			}
-			h.next = nil
-			if !stale {
-				return h
-			}
+		if h.done() || h.abandoned {
+			ch.unlinkPosted(h, prev)
+		} else if ordered || tagMatches(h.tag, tag) {
+			return h, prev
 		} else {
 			prev = h
 		}
 		h = next
 	}
-	return nil
+	return nil, nil
 }
+
+// unlinkPosted removes h, which follows prev, from the queue.
+func (ch *channel) unlinkPosted(h, prev *Handle) {
+	if prev == nil {
+		ch.postedHead = h.next
+	} else {
+		prev.next = h.next
+	}
+	if ch.postedTail == h {
+		ch.postedTail = prev
+	}
+	h.next = nil
+}
+
+// tagMatches reports whether a receive for tag want takes a message with
+// tag got on the user channel.
+func tagMatches(want, got uint64) bool { return want == got || want == AnyTag }
 
 func (ch *channel) pushUnexp(m *inMsg) {
 	m.next = nil
@@ -100,7 +108,7 @@ func (p *peer) takeUnexp(ch *channel, tag uint64, ordered bool) *inMsg {
 	for m := ch.unexpHead; m != nil; {
 		next := m.next
 		stale := m.kind == kindLocal && (m.local.done() || m.local.abandoned)
-		if stale || ordered || m.tag == tag {
+		if stale || ordered || tagMatches(tag, m.tag) {
 			if prev == nil {
 				ch.unexpHead = next
 			} else {
@@ -168,8 +176,9 @@ func (p *peer) incomingLocked(h *header, payload []byte) {
 		p.freeMsgLocked(m)
 		return
 	}
-	ch := p.channelLocked(chanKey{h.ctx, h.chKind})
-	if r := ch.takePosted(h.tag, h.chKind != chanUser); r != nil {
+	k := chanKey{h.ctx, h.chKind}
+	ch := p.channelLocked(k)
+	if r := p.matchLocked(k, ch, h.tag); r != nil {
 		p.deliverLocked(r, m, payload)
 		p.freeMsgLocked(m)
 		return
@@ -178,7 +187,34 @@ func (p *peer) incomingLocked(h *header, payload []byte) {
 		m.data = p.eagerBufLocked(len(payload))
 		copy(m.data, payload)
 	}
+	p.pushUnexpLocked(k, ch, m)
+}
+
+// matchLocked removes and returns the receive a message arriving on
+// channel k with tag goes to: the oldest receive posted for it at this
+// peer, unless a receive from any rank that it fits was posted before
+// that one (wildcard.go).
+func (p *peer) matchLocked(k chanKey, ch *channel, tag uint64) *Handle {
+	ordered := k.kind != chanUser
+	r, prev := ch.firstPosted(tag, ordered)
+	if !ordered && p.w.wild.active.Load() > 0 {
+		if a := p.w.wild.claimLocked(p, k.ctx, tag, r); a != nil {
+			return a
+		}
+	}
+	if r != nil {
+		ch.unlinkPosted(r, prev)
+	}
+	return r
+}
+
+// pushUnexpLocked queues a message no receive took yet, and wakes the
+// probes waiting for one on the user channel.
+func (p *peer) pushUnexpLocked(k chanKey, ch *channel, m *inMsg) {
 	ch.pushUnexp(m)
+	if k.kind == chanUser && p.w.wild.active.Load() > 0 {
+		p.w.wild.arrived(k.ctx)
+	}
 }
 
 // deliverLocked gives message m to receive r. For an eager message
@@ -192,6 +228,7 @@ func (p *peer) deliverLocked(r *Handle, m *inMsg, payload []byte) {
 			p.owed++ // its slot or copy is free once this returns
 		}
 	}
+	r.gotTag = m.tag
 	if r.chKind != chanUser && m.tag != r.tag {
 		mis := &MismatchError{Rank: r.c.rank, Peer: r.peerCR, Want: r.tag, Got: m.tag}
 		switch m.kind {
@@ -299,10 +336,11 @@ func (p *peer) takeArrivedLocked(r *Handle) bool {
 // copied and complete at once, as an eager message to a peer would be; a
 // larger one waits as the sender's own buffer until a receive copies it.
 func (p *peer) sendSelfLocked(s *Handle) {
-	ch := p.channelLocked(chanKey{s.ctx, s.chKind})
+	k := chanKey{s.ctx, s.chKind}
+	ch := p.channelLocked(k)
 	m := p.newMsgLocked()
 	m.tag, m.n = s.tag, len(s.buf)
-	if r := ch.takePosted(s.tag, s.chKind != chanUser); r != nil {
+	if r := p.matchLocked(k, ch, s.tag); r != nil {
 		m.kind, m.local = kindLocal, s
 		p.deliverLocked(r, m, nil)
 		p.freeMsgLocked(m)
@@ -316,7 +354,7 @@ func (p *peer) sendSelfLocked(s *Handle) {
 	} else {
 		m.kind, m.local = kindLocal, s
 	}
-	ch.pushUnexp(m)
+	p.pushUnexpLocked(k, ch, m)
 }
 
 // dropChannelLocked forgets the messages waiting in a channel of a closed

@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -344,4 +345,29 @@ func TestHostsPickTransport(t *testing.T) {
 		}
 	}
 	require.Positive(t, named, "%v", errs)
+}
+
+// A receive given up after it matched a large message but before it
+// asked for any of its bytes (the pair's bulk connection still being set
+// up) refuses the message: its sender fails instead of waiting for
+// requests that will never come.
+func TestRecvGivenUpBeforeAskingRefusesTheSender(t *testing.T) {
+	for round := range 5 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			comms := startComms(t, 2, TransportShm, nil)
+			ctx := bounded(t)
+			s, err := comms[1].Isend(0, 1, make([]byte, 2*eagerMax))
+			require.NoError(t, err)
+			// Behind the announcement on the control stream: once it is
+			// here, so is the announcement.
+			require.NoError(t, comms[1].Send(ctx, 0, 2, nil))
+			_, err = comms[0].Recv(ctx, 1, 2, nil)
+			require.NoError(t, err)
+			_, err = comms[0].Recv(cancelled, 1, 1, make([]byte, 2*eagerMax))
+			require.ErrorIs(t, err, context.Canceled)
+			if _, err = s.Wait(ctx); err != nil {
+				require.ErrorIs(t, err, ErrCancelled)
+			}
+		})
+	}
 }

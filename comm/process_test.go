@@ -136,7 +136,7 @@ func rankMain(scenario string) int {
 	// Only a test of deaths wants them noticed fast; elsewhere a loaded
 	// machine must not make a slow rank look dead.
 	ttl := 5 * time.Second
-	if scenario == "kill" {
+	if scenario == "kill" || scenario == "wildcards" {
 		ttl = testTTL
 	}
 	c, err := Init(ctx, Options{LeaseTTL: ttl, Logger: log})
@@ -168,6 +168,8 @@ var scenarios = map[string]func(ctx context.Context, c *Comm, in *bufio.Scanner)
 	"exchange": scenarioExchange,
 	"kill":     scenarioKill,
 	"abort":    scenarioAbort,
+	// wildcard_test.go
+	"wildcards": scenarioWildcards,
 }
 
 // Four ranks in four processes exchange over shared memory and over

@@ -23,6 +23,19 @@ type Handle struct {
 	reg    *region // the region buf lies in, nil when buf is not registered
 	regOff int
 
+	// seq orders the user channel's receives of c as they were posted.
+	// gotTag is the tag of the message a receive took.
+	seq    uint64
+	gotTag uint64
+	// A receive from AnySource (any) has no peer until a message claims
+	// it: until then it waits in its communicator's queue (queued, linked
+	// by next) and scan is how many of c's ranks it has looked at for a
+	// message already waiting, guarded by the world's wildcards lock; the
+	// message that claims it sets p and peerCR, under both locks.
+	any    bool
+	queued bool
+	scan   int
+
 	// next links the handle into its channel's queue of posted receives;
 	// prevLive and nextLive into its peer's list of live handles.
 	next               *Handle
@@ -94,6 +107,22 @@ func (h *Handle) Wait(ctx context.Context) (int, error) {
 	case <-ctx.Done():
 		return 0, fmt.Errorf("comm: rank %d: %s: %w", h.c.rank, h.describe(), ctx.Err())
 	}
+}
+
+// Status tells who sent the message a receive took, with which tag, and
+// how many bytes of it were received: what a receive from AnySource or
+// with AnyTag needs to know. It is valid once Wait or Test has reported
+// the handle complete; a receive that took no message reports Source
+// AnySource if it was from any rank. For a send it names the peer,
+// the tag and the bytes sent.
+func (h *Handle) Status() Status {
+	if h.state.Load() == 0 {
+		return Status{Source: AnySource}
+	}
+	if h.send {
+		return Status{Source: h.peerCR, Tag: h.tag, Len: h.n}
+	}
+	return Status{Source: h.peerCR, Tag: h.gotTag, Len: h.n}
 }
 
 // Test reports without blocking whether the operation has completed, and
@@ -171,7 +200,16 @@ func (h *Handle) describe() string {
 	if h.send {
 		return fmt.Sprintf("%ssend of %d bytes to rank %d with tag %#x", ch, len(h.buf), h.peerCR, h.tag)
 	}
-	return fmt.Sprintf("%sreceive of up to %d bytes from rank %d with tag %#x", ch, len(h.buf), h.peerCR, h.tag)
+	if h.chKind != chanUser {
+		return fmt.Sprintf("%sreceive of up to %d bytes from rank %d with tag %#x", ch, len(h.buf), h.peerCR, h.tag)
+	}
+	// A receive from any rank gets its peer when a message claims it,
+	// which may happen while this runs: it is named by what it asked for.
+	from := AnySource
+	if !h.any {
+		from = h.peerCR
+	}
+	return fmt.Sprintf("%sreceive of up to %d bytes from %s", ch, len(h.buf), describeMatch(from, h.tag))
 }
 
 var _ Request = (*Handle)(nil)

@@ -165,6 +165,13 @@ func (w *world) status(round int) flight.Status {
 		}
 		p.mu.Unlock()
 	}
+	w.wild.mu.Lock()
+	for _, q := range w.wild.comms {
+		for h := q.head; h != nil && len(st.Waits) < 8; h = h.next {
+			st.Waits = append(st.Waits, h.describe())
+		}
+	}
+	w.wild.mu.Unlock()
 	return st
 }
 

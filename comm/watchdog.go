@@ -200,6 +200,24 @@ func (w *world) checkMessages(timeout, report time.Duration) ([]string, time.Dur
 			p.wake() // a receive given up may owe the peer a NACK
 		}
 	}
+	// Receives from any rank that no message has taken yet.
+	w.wild.mu.Lock()
+	for _, q := range w.wild.comms {
+		for h := q.head; h != nil; {
+			next := h.next
+			age := time.Duration(epoch-h.epoch) * tick
+			switch {
+			case timeout != maxDuration && epoch-h.epoch > uint64(timeout/tick):
+				w.wild.unlinkLocked(h)
+				h.finishAlone(&TimeoutError{Rank: w.rank, What: h.describe(), Waited: age, Timeout: timeout})
+			case age > report && len(stuck) < 4:
+				stuck = append(stuck, fmt.Sprintf("%s (%s)", h.describe(), age))
+				oldest = max(oldest, age)
+			}
+			h = next
+		}
+	}
+	w.wild.mu.Unlock()
 	return stuck, oldest
 }
 

@@ -66,6 +66,10 @@ type world struct {
 	// fail, once set, fails every operation: an abort, or Close.
 	fail atomic.Pointer[failure]
 
+	// wild holds the receives from any rank that no message has taken
+	// yet, and the probes waiting (wildcard.go).
+	wild wildcards
+
 	// closedCtx holds the context ids of communicators closed by Close:
 	// messages still arriving for them are turned away.
 	closedCtx sync.Map
