@@ -25,6 +25,8 @@ type msg struct {
 	tok        cell.Token
 	grant      cell.Grant
 	fin        cell.Final
+	// raddr is where a cell chain writes its first byte.
+	raddr uint64
 	// tail is the range's tail a cell chain carries, if hasTail.
 	tail    cell.Tail
 	hasTail bool
