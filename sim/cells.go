@@ -652,7 +652,7 @@ func (d *cellDriver) event(e *event) {
 		for k := range 2 {
 			q := &s.qps[c.qp[2*int(p)+k]]
 			q.dead = false
-			q.dc.init(s.cfg.Gbps)
+			q.dc.init(s.cfg.Gbps, s.cfg.DCQCNKeepTarget)
 		}
 		for end := range int32(2) {
 			if c.eng[end] == nil {

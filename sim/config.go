@@ -38,6 +38,13 @@ type Config struct {
 	RTO int64
 	// NoDCQCN leaves every QP at line rate.
 	NoDCQCN bool
+	// DCQCNKeepTarget keeps DCQCN's target rate through a burst of cuts
+	// (CLAMP_TARGET_RATE 0 in the ConWeave setting; see dcqcn). Off,
+	// every cut clamps the target to the current rate, and a QP cut to a
+	// few Gb/s takes hundreds of milliseconds to climb back: harmless
+	// with a QP per flow, which starts at line rate, but a long-lived
+	// QP carries its cut to the flows after.
+	DCQCNKeepTarget bool
 	// PFC makes the fabric lossless: switches pause their upstream
 	// neighbours' data class per ingress port instead of dropping (see
 	// pfc.go). Off, the egress queues drop what the shared buffer cannot

@@ -101,7 +101,7 @@ func (s *Sim) newQP(src, dst int32) int32 {
 	buf := q.msgs.buf
 	*q = qp{src: src, dst: dst, epoch: ep, flow: -1, conn: -1}
 	q.msgs.buf = buf
-	q.dc.init(s.cfg.Gbps)
+	q.dc.init(s.cfg.Gbps, s.cfg.DCQCNKeepTarget)
 	h := &s.hosts[src]
 	h.sport++
 	s.hosts[dst].dport++
