@@ -12,26 +12,44 @@ import (
 )
 
 // cellDriver binds cell.Engines to simulated QPs: it is the driver of
-// package cell, with virtual time. Every flow is a connection of its own
-// (an engine at each end over Paths QPs), as the baselines give every
-// flow a QP of its own: connections per host pair would queue a small
-// flow's cells behind a large one's in the same send queues, which says
-// more about the application than about load balancing. Each path is an
-// RC QP pair with its own UDP ports (its own ECMP route); cell chains go
-// on the sender's QP, tokens, grants and finals are RDMA writes on the
-// reverse direction of the same QP pair. The receiver posts its range
-// RecvLead before the flow starts, as an application with its buffers
-// ready does; the grant still crosses the fabric.
+// package cell, with virtual time. A connection is an engine at each end
+// over Paths QPs. Each path is an RC QP pair with its own UDP ports (its
+// own ECMP route); cell chains go on the sender's QP, tokens, grants and
+// finals are RDMA writes on the reverse direction of the same QP pair.
+//
+// By default (Config.Conn "pair") a host pair has one connection, as two
+// ranks of a communicator have: the pair's flows are its ranges, sent in
+// arrival order, and its paths keep their RTT estimates, rates and DCQCN
+// state from one flow to the next, so that placement has measurements to
+// go on. The receiver keeps the pair's next ranges posted (up to
+// pairRanges), as the communicator's staging keeps receives posted ahead
+// of the application: a flow's grant is normally at its sender before
+// the flow starts. The connection opens RecvLead before the pair's first
+// flow, standing for the one its ranks set up at start (nothing would
+// cross it before), and stays open to the end of the run.
+//
+// The comparison model (Config.Conn "flow") gives every flow a
+// connection of its own, opened RecvLead before it starts (its receiver
+// posts the range then, as an application with its buffers ready does;
+// the grant still crosses the fabric) and closed when it is done, as the
+// baselines give every flow a QP of its own: a small flow then never
+// queues behind a large one, but each starts on paths that have
+// measured nothing.
 type cellDriver struct {
 	s     *Sim
 	conns []conn
 	free  []int32
 	// connOf[flow] is the flow's connection, -1 before and after.
 	connOf []int32
-	// pair[src·hosts+dst] is a host pair's connection in a collective,
-	// where every message between two hosts goes over one connection,
-	// as the communicator's.
-	pair     map[int32]int32
+	// pair[src·hosts+dst] is a host pair's connection, in a collective
+	// and in the pair model. pairFlows[src·hosts+dst] is a pair's flows
+	// in arrival order (pair model of a workload): its connection's
+	// queue.
+	pair      map[int32]int32
+	pairFlows map[int32][]int32
+	// landed, if set, hears of every cell that lands at its receiver:
+	// the remote address of its first byte and its length.
+	landed   func(raddr uint64, n int64)
 	errDelay int64
 	cellSize int64
 	// names[h] names host h in engine errors, built once.
@@ -99,7 +117,7 @@ func newCellDriver(s *Sim) (*cellDriver, error) {
 	for i := range d.connOf {
 		d.connOf[i] = -1
 	}
-	if s.sched != nil {
+	if s.sched != nil || s.cfg.Conn == "pair" {
 		d.pair = map[int32]int32{}
 	}
 	// A connection per flow never has more cells than its flow: a window
@@ -185,6 +203,39 @@ func (d *cellDriver) openPairs() {
 	for ci := range d.conns {
 		d.postRecvs(int32(ci), pairRanges)
 	}
+}
+
+// queueFlows lays out the pair model's connection queues: each host
+// pair's flows in the order they start.
+func (d *cellDriver) queueFlows(order []int32) {
+	if d.pair == nil || d.s.sched != nil {
+		return
+	}
+	d.pairFlows = map[int32][]int32{}
+	for _, i := range order {
+		k := d.key(i)
+		d.pairFlows[k] = append(d.pairFlows[k], i)
+	}
+}
+
+// key names flow i's host pair.
+func (d *cellDriver) key(i int32) int32 {
+	fl := &d.s.flows[i]
+	return fl.Src*int32(d.s.f.hosts) + fl.Dst
+}
+
+// openPair opens the connection of flow i's host pair (pair model),
+// with the pair's first ranges posted at the receiver.
+func (d *cellDriver) openPair(i int32) int32 {
+	fl := &d.s.flows[i]
+	k := d.key(i)
+	ci := d.newConn(fl.Src, fl.Dst)
+	c := &d.conns[ci]
+	c.flow = -1
+	c.queue = d.pairFlows[k]
+	d.pair[k] = ci
+	d.postRecvs(ci, pairRanges)
+	return ci
 }
 
 // postRecvs posts up to n more of a pair connection's receive ranges,
@@ -348,7 +399,10 @@ func (d *cellDriver) send(i int32) {
 	fl := &d.s.flows[i]
 	var ci int32
 	if d.pair != nil {
-		ci = d.pair[fl.Src*int32(d.s.f.hosts)+fl.Dst]
+		var ok bool
+		if ci, ok = d.pair[d.key(i)]; !ok {
+			ci = d.openPair(i) // its receive post comes after it (RecvLead 0)
+		}
 	} else if ci = d.connOf[i]; ci < 0 {
 		d.open(i)
 		ci = d.connOf[i]
@@ -447,7 +501,7 @@ func (a *cellActor) PostCell(p *cell.Post) {
 			n += int64(sg.Length)
 		}
 	}
-	m := msg{kind: mCell, bytes: max(n, 1), imm: p.Cell}
+	m := msg{kind: mCell, bytes: max(n, 1), imm: p.Cell, raddr: p.WR.RemoteAddr}
 	if p.Tail != nil {
 		m.tail, m.hasTail = *p.Tail, true
 		m.bytes += cell.TailSize
@@ -506,6 +560,13 @@ func (d *cellDriver) deliver(q *qp, m *msg) {
 	}
 	switch m.kind {
 	case mCell:
+		if d.landed != nil {
+			n := m.bytes
+			if m.hasTail {
+				n -= cell.TailSize
+			}
+			d.landed(m.raddr, n)
+		}
 		if m.hasTail {
 			// Written within the chain, before its WRITE_WITH_IMM.
 			e.Tail(s.now, m.tail)
@@ -553,6 +614,12 @@ func (d *cellDriver) reset(ci, p, end int32) {
 func (d *cellDriver) event(e *event) {
 	s := d.s
 	if e.kind == evRecvPost {
+		if d.pair != nil {
+			if _, ok := d.pair[d.key(e.a)]; !ok {
+				d.openPair(e.a)
+			}
+			return
+		}
 		if d.connOf[e.a] < 0 && s.flows[e.a].Finish == 0 {
 			d.open(e.a)
 		}
@@ -585,7 +652,7 @@ func (d *cellDriver) event(e *event) {
 		for k := range 2 {
 			q := &s.qps[c.qp[2*int(p)+k]]
 			q.dead = false
-			q.dc.init(s.cfg.Gbps)
+			q.dc.init(s.cfg.Gbps, s.cfg.DCQCNKeepTarget)
 		}
 		for end := range int32(2) {
 			if c.eng[end] == nil {

@@ -12,6 +12,10 @@ import (
 // paper's policy) or Spray placement.
 var Schemes = []string{"ecmp", "letflow", "conga", "hula", "conweave", "rdmacell", "rdmacell-ecmp", "rdmacell-spray"}
 
+// ConnModels lists the connection models a Config may name (see
+// Config.Conn).
+var ConnModels = []string{"pair", "flow"}
+
 // Config describes one run. Zero fields take the defaults of the paper's
 // setting (see Defaults).
 type Config struct {
@@ -34,6 +38,13 @@ type Config struct {
 	RTO int64
 	// NoDCQCN leaves every QP at line rate.
 	NoDCQCN bool
+	// DCQCNKeepTarget keeps DCQCN's target rate through a burst of cuts
+	// (CLAMP_TARGET_RATE 0 in the ConWeave setting; see dcqcn). Off,
+	// every cut clamps the target to the current rate, and a QP cut to a
+	// few Gb/s takes hundreds of milliseconds to climb back: harmless
+	// with a QP per flow, which starts at line rate, but a long-lived
+	// QP carries its cut to the flows after.
+	DCQCNKeepTarget bool
 	// PFC makes the fabric lossless: switches pause their upstream
 	// neighbours' data class per ingress port instead of dropping (see
 	// pfc.go). Off, the egress queues drop what the shared buffer cannot
@@ -70,6 +81,17 @@ type Config struct {
 	// SoftBackoff is the engine's MaxSoftBackoff (0: its default; 1: no
 	// back-off, the engine before it had one).
 	SoftBackoff int
+	// Conn is how a workload's flows map to connections. "pair": one
+	// long-lived connection per host pair, as a communicator keeps one
+	// per peer; a pair's flows go over it in arrival order. For RDMACell
+	// its receiver keeps their ranges posted ahead, as the
+	// communicator's staging does, and its paths keep what they measured
+	// from one flow to the next; for a baseline it is one QP per pair.
+	// "flow": a fresh connection (a baseline's QP) per flow, set up
+	// before it starts and closed once it is done. Empty: pair for
+	// RDMACell, flow for the baselines (the paper's setting: a QP per
+	// flow). A collective always runs on pair connections.
+	Conn string
 	// TokenPrio puts the receiver end's QPs (tokens, grants, finals: a
 	// connection carries one direction) in the strict-priority class the
 	// RC ACKs use; each end sets its own QP's traffic class, so this is a
@@ -127,6 +149,12 @@ func (c *Config) Defaults() {
 	def(&c.Drain, 50_000_000)
 	if c.Paths == 0 {
 		c.Paths = 4
+	}
+	if c.Conn == "" {
+		c.Conn = "flow"
+		if c.rdmacell() || c.Collective != nil {
+			c.Conn = "pair"
+		}
 	}
 	switch {
 	case c.CellBDP == 0:
@@ -200,6 +228,12 @@ func (c *Config) validate() error {
 	}
 	if c.MTU < 1 || c.Header < 0 || c.MTU+c.Header > math.MaxUint16 || c.AckSize < 1 || c.AckSize > math.MaxUint16 {
 		return fmt.Errorf("MTU %d + header %d, ACK %d: want packets of 1..%d bytes", c.MTU, c.Header, c.AckSize, math.MaxUint16)
+	}
+	if !slices.Contains(ConnModels, c.Conn) {
+		return fmt.Errorf("connection model %q, want one of %v", c.Conn, ConnModels)
+	}
+	if c.Conn == "flow" && c.Collective != nil {
+		return fmt.Errorf("a collective runs on pair connections, not one per message")
 	}
 	if c.Paths < 1 || c.Paths > 64 {
 		return fmt.Errorf("paths %d, want 1..64", c.Paths)

@@ -6,7 +6,13 @@ import "math"
 // configure it: start at line rate; α updated every 1 µs with g = 1/256;
 // at most one decrease per 4 µs, R ← R·(1−α/2), floor 100 Mb/s; a 300 µs
 // increase timer with one fast-recovery stage, then additive (40 Mb/s)
-// and hyper (100 Mb/s) increase; no byte counter. The timers are lazy:
+// and hyper (100 Mb/s) increase; no byte counter. Every cut sets the
+// target rate to the rate it cuts, unless keep is set: then, as with the
+// ConWeave setting's CLAMP_TARGET_RATE 0, a cut with no increase stage
+// since the last one (a burst of CNPs) leaves the target where it was, so
+// that a QP cut deep in one congestion episode climbs back halfway to its
+// old rate at each fast-recovery stage rather than from its floor by
+// additive steps. The timers are lazy:
 // they are applied when the QP sends or hears a CNP, on their own grid,
 // rather than costing an event per microsecond per QP; applied late,
 // they give the rates they would have given on time.
@@ -15,6 +21,7 @@ type dcqcn struct {
 	alphaT, decT, incT  int64
 	stage               int
 	cut                 bool // rate below line: the increase timer runs
+	keep                bool // Config.DCQCNKeepTarget
 }
 
 const (
@@ -28,8 +35,8 @@ const (
 	dcFastRecv = 1
 )
 
-func (d *dcqcn) init(gbps float64) {
-	*d = dcqcn{line: gbps, rc: gbps, rt: gbps, alpha: 1, decT: -dcDecT}
+func (d *dcqcn) init(gbps float64, keep bool) {
+	*d = dcqcn{line: gbps, rc: gbps, rt: gbps, alpha: 1, decT: -dcDecT, keep: keep}
 }
 
 // decay applies the α ticks without CNP since the last update.
@@ -53,7 +60,9 @@ func (d *dcqcn) cnp(now int64) {
 		return
 	}
 	d.decT = now
-	d.rt = d.rc
+	if !d.keep || d.stage > 0 {
+		d.rt = d.rc
+	}
 	d.rc = max(dcMinRate, d.rc*(1-d.alpha/2))
 	d.stage = 0
 	d.incT = now + dcIncT

@@ -7,7 +7,11 @@
 // time: every work-request chain it posts becomes packets of a QP with its
 // own UDP source port, hence its own ECMP path, and its tokens, grants and
 // finals travel as small RDMA writes on the reverse direction of the same
-// QP.
+// QP. As in the runtime, where two ranks keep one connection, a host
+// pair's flows share one long-lived RDMACell connection, over which
+// they go in arrival order and whose paths keep what they measured; a
+// fresh connection per flow, the baselines' QP per flow, is the
+// comparison model (Config.Conn).
 //
 // Time is an int64 count of nanoseconds; serialization is exact to the
 // picosecond through a per-port remainder. Events are values in a timing

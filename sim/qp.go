@@ -25,6 +25,8 @@ type msg struct {
 	tok        cell.Token
 	grant      cell.Grant
 	fin        cell.Final
+	// raddr is where a cell chain writes its first byte.
+	raddr uint64
 	// tail is the range's tail a cell chain carries, if hasTail.
 	tail    cell.Tail
 	hasTail bool
@@ -99,7 +101,7 @@ func (s *Sim) newQP(src, dst int32) int32 {
 	buf := q.msgs.buf
 	*q = qp{src: src, dst: dst, epoch: ep, flow: -1, conn: -1}
 	q.msgs.buf = buf
-	q.dc.init(s.cfg.Gbps)
+	q.dc.init(s.cfg.Gbps, s.cfg.DCQCNKeepTarget)
 	h := &s.hosts[src]
 	h.sport++
 	s.hosts[dst].dport++

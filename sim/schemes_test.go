@@ -111,12 +111,20 @@ func TestRDMACellMovesCellsOffASlowPath(t *testing.T) {
 // A connection per flow never holds more cells than its flow: the
 // engines get the smallest window and receive depth that hold the
 // largest flow's (here 3 cells of 234,000 B), which clear less on reuse.
+// A pair connection carries any number of flows: it keeps the engine's
+// 32 and 16.
 func TestCellEnginesSizedToFlows(t *testing.T) {
 	cfg := k4("rdmacell")
 	cfg.Flows = []Flow{{Src: 0, Dst: 15, Size: 500_000}, {Src: 1, Dst: 14, Size: 4000}}
+	cfg.Conn = "flow"
 	s, err := New(cfg)
 	require.NoError(t, err)
 	assert.Equal(t, int64(234_000), s.cells.cellSize)
 	assert.Equal(t, 3, s.cells.depth)
 	assert.Equal(t, 4, s.cells.window)
+	cfg.Conn = "pair"
+	s, err = New(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 16, s.cells.depth)
+	assert.Equal(t, 32, s.cells.window)
 }

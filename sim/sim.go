@@ -53,7 +53,8 @@ type Sim struct {
 	pfcHdrm int64
 	// sched is the running collective, if any, ideal its completion time
 	// without contention; pairQP[src·hosts+dst] is the QP every message
-	// of a host pair shares in a collective (baseline schemes).
+	// of a host pair shares in a collective or with Conn "pair"
+	// (baseline schemes).
 	sched  *schedule
 	ideal  int64
 	pairQP map[int32]int32
@@ -114,11 +115,13 @@ func New(cfg Config) (*Sim, error) {
 		s.sched = c.buildSchedule(cfg.Seed)
 		s.flows = s.sched.flows
 		s.ideal = s.idealCollective(s.sched)
-		s.pairQP = map[int32]int32{}
 	case cfg.Flows != nil:
 		s.flows = append([]Flow(nil), cfg.Flows...)
 	default:
 		s.flows = cfg.Workload.Generate(f.hosts, cfg.Load, cfg.Gbps, cfg.Duration, cfg.Seed)
+	}
+	if cfg.Conn == "pair" && !cfg.rdmacell() {
+		s.pairQP = map[int32]int32{}
 	}
 	for i := range s.flows {
 		fl := &s.flows[i]
@@ -166,6 +169,7 @@ func New(cfg Config) (*Sim, error) {
 	s.feedPer = 1
 	if s.cells != nil {
 		s.feedPer = 2
+		s.cells.queueFlows(s.order)
 	}
 	s.feedSeq = s.ev.reserve(s.feedPer * len(s.flows))
 	s.feed(evFlowStart, 0)

@@ -35,6 +35,8 @@ func (j *Job) Name() string {
 // Row is a finished job with its result (Coll for a collective).
 type Row struct {
 	Job
+	// Conn is the connection model the job ran on (Config.Conn).
+	Conn string
 	Result
 	Coll CollectiveResult
 	Err  error
@@ -62,6 +64,9 @@ func Sweep(base Config, jobs []Job, parallel int, progress io.Writer) []Row {
 				}
 				rows[i] = Row{Job: j}
 				s, err := New(cfg)
+				if err == nil {
+					rows[i].Conn = s.cfg.Conn
+				}
 				switch {
 				case err != nil:
 					rows[i].Err = err
@@ -116,9 +121,10 @@ func bar(w io.Writer, done, total int, el time.Duration, j Job) {
 var CSVHeader = []string{"scheme", "workload", "load", "seed", "flows", "unfinished",
 	"avg", "p50", "p95", "p99", "p999", "small_avg", "small_p99", "large_avg", "large_p99",
 	"goodput_gbps", "drops", "pauses", "timeouts", "nacks", "reordered", "path_resets", "cells_reposted",
-	"max_queue_bytes", "events", "wall_s", "events_per_s", "error"}
+	"max_queue_bytes", "events", "wall_s", "events_per_s", "conn", "error"}
 
-// WriteCSV writes rows as CSV with a header.
+// WriteCSV writes rows as CSV with a header. Its conn column is the
+// connection model of the row's run (Config.Conn).
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(CSVHeader); err != nil {
@@ -141,7 +147,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 			f(r.Small.Avg), f(r.Small.P99), f(r.Large.Avg), f(r.Large.P99), f(r.Goodput),
 			strconv.FormatUint(st.Drops, 10), strconv.FormatUint(st.Pauses, 10), strconv.FormatUint(st.Timeouts, 10), strconv.FormatUint(st.Nacks, 10),
 			strconv.FormatUint(st.Reordered, 10), strconv.FormatUint(st.PathResets, 10), strconv.FormatUint(st.CellsReposted, 10),
-			strconv.FormatInt(st.MaxQueue, 10), strconv.FormatUint(st.Events, 10), f(st.Wall.Seconds()), f(eps), errs}
+			strconv.FormatInt(st.MaxQueue, 10), strconv.FormatUint(st.Events, 10), f(st.Wall.Seconds()), f(eps), r.Conn, errs}
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("csv: %w", err)
 		}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,7 +88,8 @@ func parse(args []string, w io.Writer) (options, error) {
 		paths, backoff                    int
 		cellBDP                           float64
 		qpReset, recvLead, softFloor, rto time.Duration
-		tokenPrio, noDCQCN, pfc           bool
+		tokenPrio, noDCQCN, pfc, keepTgt  bool
+		conn                              string
 	)
 	fs := pflag.NewFlagSet("cellsim", pflag.ContinueOnError)
 	fs.SortFlags = false
@@ -114,8 +116,10 @@ func parse(args []string, w io.Writer) (options, error) {
 	fs.DurationVar(&recvLead, "recv-lead", time.Millisecond, "RDMACell: how long before a flow its receiver posts the range")
 	fs.DurationVar(&softFloor, "soft-floor", 0, "RDMACell: the floor of the engine's soft timeout (0: 1ms, or with --pfc the lossless bound derived from the fabric)")
 	fs.IntVar(&backoff, "soft-backoff", 64, "RDMACell: most the engine stretches its soft timeout after soft timeouts (1: no back-off)")
+	fs.StringVar(&conn, "conn", "", "the `MODEL` of connections for a workload: pair (one long-lived connection per host pair, as ranks keep; a baseline's is one QP) or flow (a fresh one per flow); empty: pair for RDMACell, flow for the baselines")
 	fs.BoolVar(&tokenPrio, "token-prio", true, "RDMACell: receiver-end QPs (tokens) in the ACKs' priority class")
 	fs.BoolVar(&noDCQCN, "no-dcqcn", false, "disable DCQCN")
+	fs.BoolVar(&keepTgt, "dcqcn-keep-target", false, "DCQCN keeps its target rate through a burst of cuts (CLAMP_TARGET_RATE 0), instead of clamping it at every cut")
 	fs.BoolVar(&pfc, "pfc", false, "lossless fabric: PFC pauses per ingress port instead of drops")
 	fs.DurationVar(&rto, "rto", 0, "Go-Back-N retransmission timeout (0: 500µs, or 4ms with --pfc)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `FILE`")
@@ -139,8 +143,14 @@ func parse(args []string, w io.Writer) (options, error) {
 	o.base = sim.Config{
 		Topology: sim.Topology{Kind: topo, K: k, Leaves: leaves, Spines: spines, HostsPerLeaf: hpl},
 		Duration: duration.Nanoseconds(), Warmup: warmup.Nanoseconds(), Drain: drain.Nanoseconds(),
-		Paths: paths, CellBDP: cellBDP, QPReset: qpReset.Nanoseconds(), RecvLead: recvLead.Nanoseconds(), NoDCQCN: noDCQCN, TokenPrio: tokenPrio,
-		PFC: pfc, RTO: rto.Nanoseconds(), SoftBackoff: backoff, MinSoftTimeout: softFloor.Nanoseconds(),
+		Paths: paths, CellBDP: cellBDP, QPReset: qpReset.Nanoseconds(), RecvLead: recvLead.Nanoseconds(), NoDCQCN: noDCQCN, DCQCNKeepTarget: keepTgt, TokenPrio: tokenPrio,
+		PFC: pfc, RTO: rto.Nanoseconds(), SoftBackoff: backoff, MinSoftTimeout: softFloor.Nanoseconds(), Conn: conn,
+	}
+	if conn != "" && !slices.Contains(sim.ConnModels, conn) {
+		return o, fmt.Errorf("--conn %q, want one of %v", conn, sim.ConnModels)
+	}
+	if conn == "flow" && colls != "" {
+		return o, errors.New("--conn flow: a collective runs on pair connections")
 	}
 	if cellBDP == 0 {
 		o.base.CellBDP = -1

@@ -43,13 +43,13 @@ func TestParseEveryFlag(t *testing.T) {
 		--schemes ecmp,rdmacell --workloads a.txt,b.txt --loads 0.5,0.8 --seeds 3 --first-seed 7
 		--duration 2ms --warmup 0.5ms --drain 5ms -j 1 --out dir --plot=false
 		--paths 2 --cell-bdp 3 --qp-reset 50us --recv-lead 50us --soft-floor 2ms --soft-backoff 1
-		--token-prio=false --no-dcqcn --pfc --rto 1ms --cpuprofile cpu.prof`), io.Discard)
+		--token-prio=false --no-dcqcn --pfc --rto 1ms --cpuprofile cpu.prof --conn flow --dcqcn-keep-target`), io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, sim.Config{
 		Topology: sim.Topology{Kind: "leafspine", K: 4, Leaves: 3, Spines: 2, HostsPerLeaf: 5},
 		Duration: 2e6, Warmup: 0.5e6, Drain: 5e6,
 		Paths: 2, CellBDP: 3, QPReset: 50e3, RecvLead: 50e3, MinSoftTimeout: 2e6, SoftBackoff: 1,
-		NoDCQCN: true, PFC: true, RTO: 1e6,
+		NoDCQCN: true, DCQCNKeepTarget: true, PFC: true, RTO: 1e6, Conn: "flow",
 	}, o.base)
 	assert.Equal(t, []string{"ecmp", "rdmacell"}, o.schemes)
 	assert.Equal(t, []string{"a.txt", "b.txt"}, o.workloads)
@@ -145,7 +145,7 @@ func TestBenchScriptsParse(t *testing.T) {
 // scriptVars are values for the shell variables the scripts of bench/sim
 // pass to cellsim; a script that passes another one needs it here.
 var scriptVars = map[string]string{
-	"W": "workloads", "D": "dir", "c": "1.5", "s": "ecmp", "seed": "2", "f": "2ms", "out": "out",
+	"W": "workloads", "mode": "pfc", "pfc": "--pfc", "D": "dir", "c": "1.5", "s": "ecmp", "seed": "2", "f": "2ms", "out": "out",
 }
 
 var shellVar = regexp.MustCompile(`\$\{?(\w+)\}?`)
