@@ -7,15 +7,15 @@ import (
 	"sync/atomic"
 )
 
-// AnySource, given as the peer of Recv, Irecv, Sendrecv's receive, Probe
-// or Iprobe, takes or looks for a message from any rank of the
+// AnySource is the peer that, given to Recv, Irecv, Sendrecv's receive,
+// Probe or Iprobe, takes or looks for a message from any rank of the
 // communicator, this one included; Status says which rank sent it. It is
 // MPI_ANY_SOURCE. It is not -1, so that a peer computed wrong (rank-1 on
 // rank 0) stays an error instead of becoming a wildcard.
 const AnySource = -2
 
-// AnyTag, given as the tag of a receive or a probe on the user channel,
-// matches a message with any tag; Status says which. It is MPI_ANY_TAG. A
+// AnyTag is the tag that, given to a receive or a probe on the user
+// channel, matches a message with any tag; Status says which. It is MPI_ANY_TAG. A
 // message cannot be sent with it.
 const AnyTag = ^uint64(0)
 
