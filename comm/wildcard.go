@@ -283,13 +283,7 @@ func (c *Comm) postAny(tag uint64, buf []byte, pooled bool) (*Handle, error) {
 		}
 		h.scan = cr + 1
 		wc.mu.Unlock()
-		switch {
-		case p.self:
-		case p.err == nil:
-			alive++
-		default:
-			gone = p.err
-		}
+		alive, gone = countSender(p, alive, gone)
 		p.mu.Unlock()
 	}
 	if alive == 0 && gone != nil {
@@ -376,13 +370,7 @@ func (c *Comm) Iprobe(source int, tag uint64) (Status, bool, error) {
 				}
 			}
 		}
-		switch {
-		case p.self:
-		case p.err == nil:
-			alive++
-		default:
-			gone = p.err
-		}
+		alive, gone = countSender(p, alive, gone)
 		p.mu.Unlock()
 	}
 	switch {
@@ -446,4 +434,18 @@ func describeMatch(source int, tag uint64) string {
 		with = fmt.Sprintf("tag %#x", tag)
 	}
 	return from + " with " + with
+}
+
+// countSender adds peer p, whose lock the caller holds, to a wildcard's
+// tally of the ranks that could still send it a message: alive counts the
+// others still there, gone is the failure of the last one to go.
+func countSender(p *peer, alive int, gone error) (int, error) {
+	switch {
+	case p.self:
+	case p.err == nil:
+		alive++
+	default:
+		gone = p.err
+	}
+	return alive, gone
 }
