@@ -92,10 +92,19 @@
 // # Slow is not dead
 //
 // A cell late on its path, its oldest outstanding one gone without a
-// token for T_soft (counted from its posting or the path's last token,
-// whichever is later: a cell queued behind others on a QP cannot
-// complete before them), shows the path slow or broken, and which of the
-// two the engine cannot tell yet. It demotes the path (PathSlow): the
+// token for longer than the path's tokens have needed, shows the path
+// slow or broken, and which of the two the engine cannot tell yet. The
+// head copy's clock starts at its posting or at the path's last token,
+// whichever is later (a cell queued behind others on a QP cannot
+// complete before them). Until the path has a delay and a rate measured
+// it may take T_soft from there; after, its token is expected after the
+// path's delay from its posting or once its own bytes have drained
+// behind that last token, and it may be late by the usual lateness of
+// the path's tokens plus four times its deviation (at least
+// MinSoftTimeout). T_soft itself would count the cells queued ahead
+// twice: on a deep window their time is most of a cell's RTT, and a
+// dead path would be found out only a queue's drain after its last
+// token. It demotes the path (PathSlow): the
 // cells it holds that have not landed are re-posted elsewhere as above,
 // and it takes no new cells, but its QP stays as it is. A path that is
 // only slow (a deep queue, a NIC shared by many connections, a link held

@@ -378,9 +378,9 @@ func (e *Engine) Tick(now int64) {
 		}
 		c := p.at(0)
 		waited := time.Duration(e.now - max(c.sentAt, p.progress))
-		tsoft := time.Duration(p.est.softTimeout())
 		factor := backoffFactor(c.backoff, e.cfg.MaxSoftBackoff)
 		if p.state == PathSlow {
+			tsoft := time.Duration(p.est.softTimeout())
 			e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
 				Err: fmt.Errorf("%w: demoted, and no token for %v since, nor an arrival for %v, T_soft %v, %d× for this cell",
 					ErrNoProgress, waited, time.Duration(e.now-p.alive), tsoft, factor)})
@@ -398,7 +398,7 @@ func (e *Engine) Tick(now int64) {
 		bumpBackoff(&e.snd.tq.at(c.id).timeouts, e.cfg.MaxSoftBackoff)
 		p.softTimeouts++
 		e.demote(p, &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
-			Err: fmt.Errorf("%w: no token for %v, T_soft %v, %d× for this cell", ErrSoftTimeout, waited, tsoft, factor)})
+			Err: fmt.Errorf("%w: no token for %v, allowed %v, %d× for this cell", ErrSoftTimeout, waited, time.Duration(p.headSpan(c)), factor)})
 	}
 	e.pump()
 }

@@ -14,6 +14,10 @@ type estimator struct {
 	delay   int64
 	samples int
 	floor   int64
+	// late smooths how much later than expected (expect) a token came,
+	// lateVar its mean deviation: the margin of a head copy's deadline.
+	late, lateVar int64
+	lateN         int
 }
 
 func (e *estimator) init(initialRTT, floor int64) {
@@ -76,6 +80,55 @@ func (e *estimator) minimum(rtt, n int64) {
 	if e.minN == 0 || rtt < e.minRTT {
 		e.minRTT, e.minN = rtt, max(n, 1)
 	}
+}
+
+// expect is when the token of a copy sent at sentAt should come, given
+// that the path's previous token came at progress and that n bytes were
+// posted on it since, of which this copy's are the last: after the
+// path's delay, or after those bytes drain at its rate behind the
+// previous token, whichever is later. It is 0 while the path has no
+// delay and rate measured.
+func (e *estimator) expect(sentAt, progress, n int64) int64 {
+	if e.bw == 0 || e.samples < 2 {
+		return 0
+	}
+	return max(sentAt+e.delay, progress+int64(float64(n)*1e9/float64(e.bw)))
+}
+
+// sampleLate folds in a token that came at now for a copy expected at
+// at (see expect), with the weights of the RTT and its variance. It
+// comes before sample and rate, so that the expectation is the one the
+// deadline used.
+func (e *estimator) sampleLate(now, at int64) {
+	if at == 0 {
+		return
+	}
+	r := now - at
+	if e.lateN == 0 {
+		e.late, e.lateVar = r, abs(r)/2
+	} else {
+		e.lateVar += (abs(r-e.late) - e.lateVar) / 4
+		e.late += (r - e.late) / 8
+	}
+	e.lateN++
+}
+
+// lateMargin is how long after its expected time a head copy may wait
+// for its token before it is late: the usual lateness plus four times
+// its deviation, at least the floor. It is 0 until a token was compared
+// with its expectation.
+func (e *estimator) lateMargin() int64 {
+	if e.lateN == 0 {
+		return 0
+	}
+	return max(e.late+4*e.lateVar, e.floor, 1)
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // softTimeout is T_soft = RTT_avg + 4·RTT_var, at least the floor.

@@ -198,11 +198,30 @@ func (p *path) deadline(maxBackoff int) int64 {
 		return 0
 	}
 	c := p.at(0)
-	span := p.est.softTimeout() * backoffFactor(c.backoff, maxBackoff)
+	factor := backoffFactor(c.backoff, maxBackoff)
 	if p.state == PathSlow {
-		return max(c.sentAt, p.progress, p.alive) + NoProgressFactor*span
+		return max(c.sentAt, p.progress, p.alive) + NoProgressFactor*p.est.softTimeout()*factor
 	}
-	return max(c.sentAt, p.progress) + span
+	start := max(c.sentAt, p.progress)
+	return start + p.headSpan(c)*factor
+}
+
+// headSpan is how long after it could start to leave (its post, or the
+// path's previous token) head copy c may wait for its token before it is
+// late. Once the path has a delay and a rate measured it is from when
+// the token is expected (the path's delay after the post, or the copy's
+// bytes drained behind the previous token) plus the margin its tokens'
+// lateness has needed. T_soft, which is RTT_avg + 4·RTT_var from the
+// post, would count the cells queued ahead twice: their time is already
+// behind the previous token, and on a deep window it is most of the RTT.
+// Until then it is T_soft.
+func (p *path) headSpan(c *copyRec) int64 {
+	at := p.est.expect(c.sentAt, p.progress, c.n)
+	m := p.est.lateMargin()
+	if at == 0 || m == 0 {
+		return p.est.softTimeout()
+	}
+	return at + m - max(c.sentAt, p.progress)
 }
 
 // NoProgressFactor is how many times the time that made its cell late a

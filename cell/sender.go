@@ -166,6 +166,7 @@ func (e *Engine) Token(now int64, t Token) {
 			c.acked = true
 		}
 		if i == k && !nack {
+			p.est.sampleLate(e.now, p.est.expect(rec.sentAt, p.progress, bytes))
 			rtt := e.now - rec.sentAt
 			p.est.sample(rtt)
 			p.est.rate(bytes, e.now-start)
