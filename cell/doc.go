@@ -120,7 +120,7 @@
 // those, on the same QP), is given up (ErrNoProgress) and reset like a
 // broken one: its copies hold their ranges (see below) until it is. That
 // bound is the price of telling slow from dead: a path whose route died
-// holds the ranges it carried for up to four T_soft, not one.
+// holds the ranges it carried for up to four times that span, not one.
 //
 // A soft timeout may mean a path slow rather than broken for every cell
 // on it, not for one: were every attempt judged by the same clock, a
@@ -128,11 +128,11 @@
 // ever, and never yield the RTT sample that would teach the estimates.
 // So, as TCP backs off its RTO, each soft timeout doubles the time the
 // cell that timed out may take on its next attempts, wherever it is
-// posted, up to MaxSoftBackoff × T_soft. The back-off is the cell's, not
-// the path's: a fresh cell is still judged by T_soft, so a path that is
-// dead rather than slow is found out as fast as before, and once one
-// cell has landed on a slow path its RTT sample has taught the path's
-// estimates. Tokens name their path and copy, so no sample is ambiguous,
+// posted, up to MaxSoftBackoff times. The back-off is the cell's, not
+// the path's: a fresh cell is still judged by the path's own clock, so
+// a path that is dead rather than slow is found out as fast as before,
+// and once one cell has landed on a slow path its RTT sample has taught
+// the path's estimates. Tokens name their path and copy, so no sample is ambiguous,
 // as a retransmitted TCP segment's is (Karn's rule): every one is taken.
 //
 // # Quarantine of late copies

@@ -380,10 +380,9 @@ func (e *Engine) Tick(now int64) {
 		waited := time.Duration(e.now - max(c.sentAt, p.progress))
 		factor := backoffFactor(c.backoff, e.cfg.MaxSoftBackoff)
 		if p.state == PathSlow {
-			tsoft := time.Duration(p.est.softTimeout())
 			e.giveUp(p, &PathError{Peer: e.cfg.Peer, Path: i, Cell: c.id, HasCell: true,
-				Err: fmt.Errorf("%w: demoted, and no token for %v since, nor an arrival for %v, T_soft %v, %d× for this cell",
-					ErrNoProgress, waited, time.Duration(e.now-p.alive), tsoft, factor)})
+				Err: fmt.Errorf("%w: demoted, and no token for %v since, nor an arrival for %v, allowed %d × %v, %d× for this cell",
+					ErrNoProgress, waited, time.Duration(e.now-p.alive), NoProgressFactor, time.Duration(p.headSpan(c)), factor)})
 			if e.err != nil {
 				return
 			}

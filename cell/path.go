@@ -187,9 +187,9 @@ func (p *path) find(id uint32) int {
 	return -1
 }
 
-// deadline is when the oldest outstanding copy becomes late, or 0: T_soft
-// after it could start to leave, times its cell's back-off, at most
-// maxBackoff. On a slow path it is when the path counts as broken:
+// deadline is when the oldest outstanding copy becomes late, or 0: its
+// headSpan after it could start to leave, times its cell's back-off, at
+// most maxBackoff. On a slow path it is when the path counts as broken:
 // NoProgressFactor times that with neither a token nor an arrival, which
 // would show the QP moving, though the tokens wait behind the peer's
 // cells.
@@ -200,7 +200,7 @@ func (p *path) deadline(maxBackoff int) int64 {
 	c := p.at(0)
 	factor := backoffFactor(c.backoff, maxBackoff)
 	if p.state == PathSlow {
-		return max(c.sentAt, p.progress, p.alive) + NoProgressFactor*p.est.softTimeout()*factor
+		return max(c.sentAt, p.progress, p.alive) + NoProgressFactor*p.headSpan(c)*factor
 	}
 	start := max(c.sentAt, p.progress)
 	return start + p.headSpan(c)*factor
