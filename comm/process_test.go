@@ -204,29 +204,39 @@ func TestProcessKill(t *testing.T) {
 func processKill(t *testing.T, tr Transport) {
 	srv := startServer(t)
 	ctx := bounded(t)
-	procs := startRanks(t, srv, 4, "kill", EnvTransport+"="+string(tr))
-	victim := procs[3]
+	survivors := killLast(ctx, t, startRanks(t, srv, 4, "kill", EnvTransport+"="+string(tr)))
+	for _, p := range survivors {
+		p.send(t, "go")
+	}
+	for _, p := range survivors {
+		p.expect(ctx, t, "shrunk 3")
+		p.expect(ctx, t, "ok")
+		p.wait(ctx, t)
+	}
+}
+
+// killLast kills the last of procs once it is ready and the others wait
+// on it (each printed "waiting"), and checks that each of the others
+// reports two waits failed naming its rank and pid ("dead RANK PID ...").
+// It returns the others.
+func killLast(ctx context.Context, t *testing.T, procs []*rankProc) []*rankProc {
+	t.Helper()
+	n := len(procs) - 1
+	victim, survivors := procs[n], procs[:n]
 	victim.expect(ctx, t, "ready")
-	for _, p := range procs[:3] {
+	for _, p := range survivors {
 		p.expect(ctx, t, "waiting")
 	}
 	pid := victim.cmd.Process.Pid
 	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
 	_ = victim.cmd.Wait()
-	for _, p := range procs[:3] {
+	for _, p := range survivors {
 		for range 2 {
 			line := p.expect(ctx, t, "dead ")
-			require.Contains(t, line, fmt.Sprintf("dead 3 %d ", pid), "rank %d", p.rank)
+			require.Contains(t, line, fmt.Sprintf("dead %d %d ", n, pid), "rank %d", p.rank)
 		}
 	}
-	for _, p := range procs[:3] {
-		p.send(t, "go")
-	}
-	for _, p := range procs[:3] {
-		p.expect(ctx, t, "shrunk 3")
-		p.expect(ctx, t, "ok")
-		p.wait(ctx, t)
-	}
+	return survivors
 }
 
 // Abort on one rank: the waiters of every other rank fail naming it.

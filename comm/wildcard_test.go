@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -713,22 +712,7 @@ func TestProcessWildcards(t *testing.T) {
 		t.Run(string(tr), func(t *testing.T) {
 			srv := startServer(t)
 			ctx := bounded(t)
-			procs := startRanks(t, srv, 4, "wildcards", EnvTransport+"="+string(tr))
-			victim := procs[3]
-			victim.expect(ctx, t, "ready")
-			for _, p := range procs[:3] {
-				p.expect(ctx, t, "waiting")
-			}
-			pid := victim.cmd.Process.Pid
-			require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
-			_ = victim.cmd.Wait()
-			for _, p := range procs[:3] {
-				for range 2 {
-					line := p.expect(ctx, t, "dead ")
-					require.Contains(t, line, fmt.Sprintf("dead 3 %d ", pid), "rank %d", p.rank)
-				}
-			}
-			for _, p := range procs[:3] {
+			for _, p := range killLast(ctx, t, startRanks(t, srv, 4, "wildcards", EnvTransport+"="+string(tr))) {
 				p.expect(ctx, t, "ok")
 				p.wait(ctx, t)
 			}
