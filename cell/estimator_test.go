@@ -68,3 +68,28 @@ func TestEstimatorBDP(t *testing.T) {
 	e.minimum(13000, 4000)
 	require.Equal(t, int64(2000), e.bdp())
 }
+
+// A head copy's token is expected after the path's delay from its post,
+// or once its bytes have drained behind the previous token; the margin
+// past that is the tokens' usual lateness plus four deviations, floored.
+func TestEstimatorExpectation(t *testing.T) {
+	var e estimator
+	e.init(1000, 100)
+	require.Zero(t, e.expect(0, 0, 1000), "nothing measured: no expectation")
+	require.Zero(t, e.lateMargin(), "no lateness measured: no margin")
+
+	e.bw, e.delay, e.samples = 1e9, 5000, 2 // 1 byte/ns, 5 µs
+	require.Equal(t, int64(15_000), e.expect(10_000, 0, 1000), "an idle path: the delay after the post")
+	require.Equal(t, int64(24_000), e.expect(10_000, 20_000, 4000), "a busy path: the bytes behind the previous token")
+
+	e.sampleLate(16_000, 15_000) // first: late 1000, deviation 500
+	require.Equal(t, int64(1000+4*500), e.lateMargin())
+	e.sampleLate(15_000, 15_000) // on time: deviation += (1000-500)/4, late -= 1000/8
+	require.Equal(t, int64(875+4*625), e.lateMargin())
+	for range 100 {
+		e.sampleLate(15_000, 15_000)
+	}
+	require.Equal(t, int64(100), e.lateMargin(), "tokens on time: the floor")
+	e.sampleLate(1, 0) // no expectation: not a sample
+	require.Equal(t, int64(100), e.lateMargin())
+}

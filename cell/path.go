@@ -52,6 +52,11 @@ type PathInfo struct {
 	// gets a multiple of it, see Config.MaxSoftBackoff). Before the first
 	// sample they derive from Config.InitialRTT.
 	SRTT, RTTVar, SoftTimeout time.Duration
+	// LateMargin is how long after its expected token a head copy may
+	// wait before the path is demoted, once a token was compared with
+	// its expectation (0 before; T_soft is the clock until then). See
+	// "Slow is not dead" in the package doc.
+	LateMargin time.Duration
 	// Delay is the smoothed RTT less the time each sample waited behind
 	// the bytes posted before it on the path: what a cell would take on
 	// the path were it empty. Unlike SRTT it does not grow with the
@@ -270,6 +275,7 @@ func (p *path) info() PathInfo {
 		SRTT:         time.Duration(p.est.srtt),
 		RTTVar:       time.Duration(p.est.rttvar),
 		SoftTimeout:  time.Duration(p.est.softTimeout()),
+		LateMargin:   time.Duration(p.est.lateMargin()),
 		Delay:        time.Duration(p.est.delay),
 		Bandwidth:    p.est.bw,
 		Samples:      p.est.samples,

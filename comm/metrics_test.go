@@ -161,6 +161,7 @@ var wantLabels = map[string][]string{
 	"rdmacell_path_cells_total":          {"link", "path", "peer", "rank"},
 	"rdmacell_path_rtt_seconds":          {"link", "path", "peer", "rank"},
 	"rdmacell_path_soft_timeout_seconds": {"link", "path", "peer", "rank"},
+	"rdmacell_path_late_margin_seconds":  {"link", "path", "peer", "rank"},
 	"rdmacell_path_soft_timeouts_total":  {"link", "path", "peer", "rank"},
 	"rdmacell_path_give_ups_total":       {"link", "path", "peer", "rank"},
 	"rdmacell_path_promotions_total":     {"link", "path", "peer", "rank"},

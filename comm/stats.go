@@ -163,9 +163,11 @@ type PathStats struct {
 	// deviation, SoftTimeout T_soft, Delay the RTT without the time spent
 	// behind earlier bytes on the path; Samples counts the RTT samples
 	// since the path was last admitted. Before the first sample the
-	// times derive from the configured initial RTT.
-	SRTT, RTTVar, SoftTimeout, Delay time.Duration
-	Samples                          int
+	// times derive from the configured initial RTT. LateMargin is how
+	// long after its expected token a cell may wait before the path is
+	// demoted, 0 while T_soft is that clock (see cell.PathInfo).
+	SRTT, RTTVar, SoftTimeout, Delay, LateMargin time.Duration
+	Samples                                      int
 	// Bandwidth is the measured delivery rate in bytes per second, 0
 	// until measured.
 	Bandwidth int64
@@ -324,7 +326,7 @@ func pathStats(i int, p driver.PathStats) PathStats {
 		Index: i, State: state,
 		CellsPosted: p.CellsPosted, BytesPosted: p.BytesPosted, Tokens: p.Tokens,
 		SoftTimeouts: p.SoftTimeouts, Promotions: p.Promotions, GiveUps: p.GiveUps, Resets: uint64(p.Gen),
-		SRTT: p.SRTT, RTTVar: p.RTTVar, SoftTimeout: p.SoftTimeout, Delay: p.Delay, Samples: p.Samples,
+		SRTT: p.SRTT, RTTVar: p.RTTVar, SoftTimeout: p.SoftTimeout, Delay: p.Delay, LateMargin: p.LateMargin, Samples: p.Samples,
 		Bandwidth:        p.Bandwidth,
 		OutstandingCells: p.Cells, OutstandingBytes: p.Bytes, Credits: p.Credits,
 	}

@@ -131,6 +131,9 @@ func TestStatsAfterKnownTraffic(t *testing.T) {
 						require.Positive(t, p.SRTT)
 						require.GreaterOrEqual(t, p.SoftTimeout, p.SRTT)
 					}
+					if p.Samples >= 3 {
+						require.Positive(t, p.LateMargin, "measured from the third token on")
+					}
 				}
 				require.Equal(t, l.GiveUps, giveUps, "link %s", l.Name)
 			}
