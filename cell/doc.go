@@ -104,9 +104,11 @@
 // MinSoftTimeout). T_soft itself would count the cells queued ahead
 // twice: on a deep window their time is most of a cell's RTT, and a
 // dead path would be found out only a queue's drain after its last
-// token. It demotes the path (PathSlow): the
-// cells it holds that have not landed are re-posted elsewhere as above,
-// and it takes no new cells, but its QP stays as it is. A path that is
+// token.
+//
+// A late cell demotes its path (PathSlow): the cells the path holds that
+// have not landed are re-posted elsewhere as above, and it takes no new
+// cells, but its QP stays as it is. A path that is
 // only slow (a deep queue, a NIC shared by many connections, a link held
 // by PFC) delivers its copies late; each token resolves them as usual
 // and teaches the estimates, and the token that drains the path makes it
@@ -132,8 +134,9 @@
 // the path's: a fresh cell is still judged by the path's own clock, so
 // a path that is dead rather than slow is found out as fast as before,
 // and once one cell has landed on a slow path its RTT sample has taught
-// the path's estimates. Tokens name their path and copy, so no sample is ambiguous,
-// as a retransmitted TCP segment's is (Karn's rule): every one is taken.
+// the path's estimates. Tokens name their path and copy, so no sample is
+// ambiguous, as a retransmitted TCP segment's is (Karn's rule): every
+// one is taken.
 //
 // # Quarantine of late copies
 //
