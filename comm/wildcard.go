@@ -15,8 +15,8 @@ import (
 const AnySource = -2
 
 // AnyTag is the tag that, given to a receive or a probe on the user
-// channel, matches a message with any tag; Status says which. It is MPI_ANY_TAG. A
-// message cannot be sent with it.
+// channel, matches a message with any tag; Status says which. It is
+// MPI_ANY_TAG. A message cannot be sent with it.
 const AnyTag = ^uint64(0)
 
 // Status tells what a receive took or a probe found: the rank of the
