@@ -430,9 +430,11 @@ func (q *fifo) pop() *operation {
 
 // Scratch buffers, by purpose, so that an algorithm can hold several.
 const (
-	bufVerify = iota // fingerprint records
-	bufTmp           // incoming data before it is combined
-	bufWork          // a full-size working copy
+	bufVerify    = iota // fingerprint records
+	bufTmp              // incoming data before it is combined
+	bufWork             // a full-size working copy
+	bufVerifyOut        // records and data of an exchange round
+	bufVerifyIn         // the same, received
 	nbuf
 )
 

@@ -18,8 +18,10 @@ import (
 // ranks that called different collectives, or the same one with different
 // arguments, all complete it, all see every record, and all fail with the
 // same report; no rank is left waiting for a message that will not come.
-// The data phase has not begun, so the group stays usable unless the
-// sequence numbers differ (a rank skipped or added an operation).
+// No data has reached a caller's buffer (an operation that rides on the
+// exchange, fused.go, keeps its data in scratch until it ends), so the
+// group stays usable unless the sequence numbers differ (a rank skipped
+// or added an operation).
 func (x *run) verify() error {
 	n, r := x.g.size, x.g.rank
 	buf, err := x.g.sc.buf(bufVerify, n*fpSize)
@@ -33,7 +35,7 @@ func (x *run) verify() error {
 	for d, round := 1, 0; d < n; d, round = 2*d, round+1 {
 		cnt := min(d, n-d)
 		to, from := mod(r-d, n), mod(r+d, n)
-		if err := x.verifyRound(round, to, buf[:cnt*fpSize], from, buf[d*fpSize:(d+cnt)*fpSize]); err != nil {
+		if _, err := x.verifyRound(round, to, buf[:cnt*fpSize], from, buf[d*fpSize:(d+cnt)*fpSize]); err != nil {
 			return err
 		}
 	}
@@ -41,43 +43,65 @@ func (x *run) verify() error {
 }
 
 // verifyPairs is verify for a power-of-two n: after round k a rank holds
-// the records of its aligned block of 2^(k+1) ranks, buf[i] rank i's.
+// the records of its aligned block of 2^(k+1) ranks, buf[i] rank i's. An
+// operation that rides on the exchange (fused.go) adds its data to each
+// round's message.
 func (x *run) verifyPairs(buf []byte) error {
 	n, r := x.g.size, x.g.rank
 	x.fp.put(buf[r*fpSize:])
 	for d, round := 1, 0; d < n; d, round = 2*d, round+1 {
 		peer, lo := r^d, r&^(d-1)
 		plo := lo ^ d
-		if err := x.verifyRound(round, peer, buf[lo*fpSize:(lo+d)*fpSize], peer, buf[plo*fpSize:(plo+d)*fpSize]); err != nil {
+		send := buf[lo*fpSize : (lo+d)*fpSize]
+		if data := x.rideOut(d, peer); len(data) > 0 {
+			tx, err := x.g.sc.buf(bufVerifyOut, len(send)+len(data))
+			if err != nil {
+				return x.fail(-1, -1, "", err)
+			}
+			copy(tx[copy(tx, send):], data)
+			send = tx
+		}
+		rest, err := x.verifyRound(round, peer, send, peer, buf[plo*fpSize:(plo+d)*fpSize])
+		if err != nil {
 			return err
 		}
+		x.rideIn(d, peer, rest)
 	}
 	return x.compare(buf, 0)
 }
 
-// verifyRound sends send to rank to while it receives exactly len(recv)
-// bytes of records from rank from, and waits for both.
-func (x *run) verifyRound(round, to int, send []byte, from int, recv []byte) error {
+// verifyRound sends send to rank to while it receives records from rank
+// from into recs, and waits for both. It returns what came after the
+// records: the data of an operation that rides on the exchange, or of one
+// that another rank called (up to fuseMax bytes, which the receive leaves
+// room for).
+func (x *run) verifyRound(round, to int, send []byte, from int, recs []byte) ([]byte, error) {
 	tag := tagVerify | uint64(round)
-	rq, err := x.g.p.Irecv(from, tag, recv)
+	rx, err := x.g.sc.buf(bufVerifyIn, len(recs)+fuseMax)
 	if err != nil {
-		return x.failVerify(round, from, "receive", err)
+		return nil, x.fail(-1, -1, "", err)
+	}
+	rq, err := x.g.p.Irecv(from, tag, rx)
+	if err != nil {
+		return nil, x.failVerify(round, from, "receive", err)
 	}
 	sq, err := x.g.p.Isend(to, tag, send)
 	if err != nil {
-		return x.failVerify(round, to, "send", err)
+		return nil, x.failVerify(round, to, "send", err)
 	}
 	x.waiting(-1, from, flight.Recv)
-	if n, err := rq.Wait(x.ctx); err != nil {
-		return x.failVerify(round, from, "receive", err)
-	} else if n != len(recv) {
-		return x.failVerify(round, from, "receive", fmt.Errorf("got %d bytes of fingerprints, want %d", n, len(recv)))
+	n, err := rq.Wait(x.ctx)
+	if err != nil {
+		return nil, x.failVerify(round, from, "receive", err)
+	} else if n < len(recs) {
+		return nil, x.failVerify(round, from, "receive", fmt.Errorf("got %d bytes of fingerprints, want %d", n, len(recs)))
 	}
+	copy(recs, rx)
 	x.waiting(-1, to, flight.Send)
 	if _, err := sq.Wait(x.ctx); err != nil {
-		return x.failVerify(round, to, "send", err)
+		return nil, x.failVerify(round, to, "send", err)
 	}
-	return nil
+	return rx[len(recs):n], nil
 }
 
 // compare checks the gathered records against this rank's: buf[i] is
