@@ -47,13 +47,21 @@ type localLease struct {
 	deadline time.Time
 	keys     map[string]bool
 	timer    *time.Timer
+	// kept counts the KeepAlive loops renewing the lease. While one runs
+	// the lease does not end on time: its holder is in this process and
+	// alive, and a renewal that runs late on a loaded machine (the timer
+	// and the loop are goroutines alike) is no sign of death. It ends a
+	// TTL after the last renewal once they stop, or on Revoke.
+	kept int
 }
 
 // NewLocalStore returns a store that lives in this process: the ranks of
 // a job that all run in one program (a test of the program's own
-// distributed code, say) meet in it with no server. Leases expire on
-// their TTL as etcd's do, so liveness behaves as it does across
-// processes. Ranks of other processes cannot reach it: give every rank of
+// distributed code, say) meet in it with no server. A lease ends a TTL
+// after its last renewal, as etcd's do, but not while a KeepAlive of this
+// process renews it, however late a renewal runs on a loaded machine: a
+// rank is lost when it stops (closes, or its context ends), not when it
+// is slow. Ranks of other processes cannot reach it: give every rank of
 // the job the same store. Close ends it for every rank.
 func NewLocalStore() Store {
 	return &localStore{
@@ -104,6 +112,10 @@ func (s *localStore) expire(id LeaseID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l, ok := s.leases[id]; ok {
+		if l.kept > 0 {
+			l.timer.Reset(l.ttl)
+			return
+		}
 		if left := time.Until(l.deadline); left > 0 {
 			l.timer.Reset(left)
 			return
@@ -140,10 +152,14 @@ func (s *localStore) renew(id LeaseID) bool {
 	return alive && !s.closed
 }
 
-// KeepAlive renews at a third of the TTL, as etcd's client does.
+// KeepAlive renews at a third of the TTL, as etcd's client does; while it
+// runs the lease does not expire (see localLease.kept).
 func (s *localStore) KeepAlive(ctx context.Context, id LeaseID) (<-chan struct{}, error) {
 	s.mu.Lock()
 	l, ok := s.leases[id]
+	if ok {
+		l.kept++
+	}
 	s.mu.Unlock()
 	if !ok {
 		return nil, errLeaseNotFound
@@ -151,6 +167,13 @@ func (s *localStore) KeepAlive(ctx context.Context, id LeaseID) (<-chan struct{}
 	out := make(chan struct{}, 1)
 	go func() {
 		defer close(out)
+		defer func() {
+			s.mu.Lock()
+			if l.kept--; l.kept == 0 && s.leases[id] == l && !s.closed {
+				l.timer.Reset(max(time.Until(l.deadline), 0))
+			}
+			s.mu.Unlock()
+		}()
 		tick := time.NewTicker(l.ttl / 3)
 		defer tick.Stop()
 		for {

@@ -177,3 +177,44 @@ func TestJobPublished(t *testing.T) {
 		}
 	})
 }
+
+// A lease that KeepAlive renews in this process survives an expiry timer
+// that runs after the TTL has passed since the last renewal (on a loaded
+// machine the renewing goroutine runs late), and ends at once when
+// KeepAlive stops.
+func TestLocalLeaseSurvivesLateRenewals(t *testing.T) {
+	s := NewLocalStore().(*localStore)
+	defer s.Close()
+	ctx := testContext(t)
+	// Long enough that no renewal runs during the test.
+	lease, _, err := s.Grant(ctx, time.Hour)
+	require.NoError(t, err)
+	kctx, stop := context.WithCancel(ctx)
+	renewals, err := s.KeepAlive(kctx, lease)
+	require.NoError(t, err)
+	require.NoError(t, s.Put(ctx, "/kept", nil, lease))
+
+	s.mu.Lock()
+	s.leases[lease].deadline = time.Now().Add(-time.Second)
+	s.mu.Unlock()
+	s.expire(lease) // what the timer does
+	kvs, _, err := s.List(ctx, "/kept")
+	require.NoError(t, err)
+	require.Len(t, kvs, 1, "a kept lease ended when its renewal ran late")
+
+	stop()
+	for range renewals {
+	}
+	for {
+		kvs, _, err = s.List(ctx, "/kept")
+		require.NoError(t, err)
+		if len(kvs) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the lease did not end after KeepAlive stopped")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}

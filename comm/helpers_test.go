@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -176,19 +177,22 @@ func closeAll(t testing.TB, comms []*Comm) {
 	}
 }
 
-// onEach runs f for every rank concurrently and fails the test with the
-// first error.
+// onEach runs f for every rank concurrently and fails the test with
+// every rank's error: the first rank to fail is often not the one that
+// broke.
 func onEach(t testing.TB, comms []*Comm, f func(c *Comm) error) {
 	t.Helper()
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
 	for i, c := range comms {
-		wg.Go(func() { errs[i] = f(c) })
+		wg.Go(func() {
+			if err := f(c); err != nil {
+				errs[i] = fmt.Errorf("rank %d: %w", i, err)
+			}
+		})
 	}
 	wg.Wait()
-	for i, err := range errs {
-		require.NoError(t, err, "rank %d", i)
-	}
+	require.NoError(t, errors.Join(errs...))
 }
 
 // checkGoroutines waits until no more goroutines run than before, and
