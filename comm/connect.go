@@ -220,6 +220,28 @@ func (x bulkExchange) Exchange(ctx context.Context, local []byte) ([]byte, error
 	return p.bulkSetup, nil
 }
 
+// setupConnected is the aux of a kindSetup message that confirms the
+// bulk connection instead of carrying its setup.
+const setupConnected = 1
+
+// Confirm tells the peer this end's bulk QPs are connected and waits for
+// the peer's word that its are.
+func (x bulkExchange) Confirm(ctx context.Context) error {
+	p := x.p
+	p.mu.Lock()
+	p.pend.push(ctlItem{h: header{kind: kindSetup, aux: setupConnected}})
+	p.progressLocked()
+	p.mu.Unlock()
+	select {
+	case <-p.bulkUpIn:
+		return nil
+	case <-p.downCh:
+		return errors.New("the control connection went down")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // storeExchange swaps a connection's setup information with the peer
 // through the bootstrap.
 type storeExchange struct {
@@ -233,6 +255,17 @@ func (x storeExchange) Exchange(ctx context.Context, local []byte) ([]byte, erro
 		return nil, err
 	}
 	return x.job.Get(ctx, x.peer, x.key)
+}
+
+// Confirm tells the peer, through the bootstrap, that this end's QPs
+// are connected, and waits for the peer's word that its are.
+func (x storeExchange) Confirm(ctx context.Context) error {
+	key := x.key + "/up"
+	if err := x.job.Put(ctx, x.peer, key, nil); err != nil {
+		return err
+	}
+	_, err := x.job.Get(ctx, x.peer, key)
+	return err
 }
 
 // connected reports whether p's links are up.

@@ -101,9 +101,9 @@ func TestTransportIBV(t *testing.T) {
 
 // Peers are connected on demand: after Init nothing is connected and the
 // store holds no setup keys; a ring exchange connects each rank to its two
-// neighbours only, with one setup key per connected pair and direction;
-// a large message dials the bulk connection, whose setup crosses the
-// control connection, not the store.
+// neighbours only, with one setup key and one confirmation key per
+// connected pair and direction; a large message dials the bulk
+// connection, whose setup crosses the control connection, not the store.
 func TestConnectOnDemand(t *testing.T) {
 	const world = 8
 	store := bootstrap.NewLocalStore()
@@ -164,11 +164,11 @@ func TestConnectOnDemand(t *testing.T) {
 			require.Equal(t, r == next || r == prev, p.connected(), "rank %d connected to rank %d", c.Rank(), r)
 		}
 	}
-	require.Equal(t, world*2, setupKeys(), "setup keys after small messages")
+	require.Equal(t, world*2*2, setupKeys(), "setup and confirmation keys after small messages")
 	require.Zero(t, bulkLinks(), "bulk connections after small messages")
 	// A large one dials the bulk connection of the pairs that send it.
 	ring(1 << 20)
-	require.Equal(t, world*2, setupKeys(), "setup keys after large messages: the bulk connection's crossed the control one")
+	require.Equal(t, world*2*2, setupKeys(), "setup keys after large messages: the bulk connection's crossed the control one")
 	require.Equal(t, world*2, bulkLinks(), "bulk connections after large messages")
 }
 

@@ -183,7 +183,7 @@ func TestRecvAnySourceAnyTag(t *testing.T) {
 	// No world of 32 here: 32 ranks of one process, all connecting at
 	// once, time out connecting on a loaded two-core machine, with or
 	// without wildcards; that is a limit of its own to fix.
-	worlds = append(worlds, world{TransportTCP, 2}, world{TransportTCP, 3})
+	worlds = append(worlds, world{TransportShm, 32}, world{TransportTCP, 2}, world{TransportTCP, 3})
 	for _, w := range worlds {
 		t.Run(fmt.Sprintf("%s/%d", w.tr, w.n), func(t *testing.T) {
 			comms := startComms(t, w.n, w.tr, nil)

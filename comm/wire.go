@@ -63,7 +63,9 @@ const (
 	// kindAbort says a rank aborted the job (aux: its rank).
 	kindAbort
 	// kindSetup carries the sender's half of the bulk connection's setup
-	// (see bulkExchange), which the cell driver checks before use.
+	// (see bulkExchange), which the cell driver checks before use; with
+	// aux setupConnected and no payload, it says the sender's end of the
+	// connection is connected.
 	kindSetup
 	kindLast = kindSetup
 )
@@ -151,6 +153,10 @@ func (h *header) check() error {
 		return fmt.Errorf("%v message on channel kind %d", h.kind, h.chKind)
 	case h.kind == kindSetup && h.plen > eagerMax:
 		return fmt.Errorf("setup message of %d bytes", h.plen)
+	case h.kind == kindSetup && h.aux > setupConnected:
+		return fmt.Errorf("setup message of phase %d", h.aux)
+	case h.kind == kindSetup && h.aux == setupConnected && h.plen != 0:
+		return fmt.Errorf("connection confirmation with %d bytes of payload", h.plen)
 	case h.kind == kindEager && (h.length != uint64(h.plen) || h.plen > eagerMax):
 		return fmt.Errorf("eager message of %d bytes with %d inline", h.length, h.plen)
 	case h.kind != kindEager && h.kind != kindHello && h.kind != kindAbort && h.kind != kindSetup && h.plen != 0:

@@ -19,6 +19,7 @@ func FuzzSlot(f *testing.F) {
 		{header{kind: kindCTS, id: 3, off: 4096, length: 4096}, nil},
 		{header{kind: kindNack, id: 4, reason: reasonGone}, nil},
 		{header{kind: kindSetup}, []byte(`{"version":1}`)},
+		{header{kind: kindSetup, aux: setupConnected}, nil},
 		{header{kind: kindAbort, aux: 1}, []byte("cause")},
 		{header{kind: kindBye}, nil},
 	}
@@ -93,5 +94,23 @@ func TestSlotRoundTrip(t *testing.T) {
 	}
 	if _, ok, err := r.next(new(header)); ok || err != nil {
 		t.Fatalf("after the last message: ok %v, err %v", ok, err)
+	}
+}
+
+// A setup message of a phase past the confirmation, or a confirmation
+// carrying bytes, is refused as a malformed header.
+func TestSetupPhaseChecked(t *testing.T) {
+	for _, h := range []header{
+		{kind: kindSetup, aux: setupConnected + 1},
+		{kind: kindSetup, aux: setupConnected, plen: 3},
+	} {
+		if err := h.check(); err == nil {
+			t.Errorf("%+v: accepted", h)
+		}
+	}
+	for _, h := range []header{{kind: kindSetup, plen: 700}, {kind: kindSetup, aux: setupConnected}} {
+		if err := h.check(); err != nil {
+			t.Errorf("%+v: %v", h, err)
+		}
 	}
 }

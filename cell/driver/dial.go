@@ -66,6 +66,11 @@ func Dial(ctx context.Context, cfg Config, ex Exchanger) (*Conn, error) {
 			return nil, fmt.Errorf("driver: peer %s: connect control lane %d (qp %d): %w", r.Peer, i, l.qpn, err)
 		}
 	}
+	if cf, can := ex.(Confirmer); can {
+		if err := cf.Confirm(ctx); err != nil {
+			return nil, fmt.Errorf("driver: peer %s: confirm the connection: %w", r.Peer, err)
+		}
+	}
 	if err := c.probe(ctx); err != nil {
 		return nil, err
 	}

@@ -12,7 +12,10 @@
 // address and rkey of the rings, and the wire parameters both engines
 // must share. Everything the peer sent is checked before use; a mismatch
 // is a *SetupError naming the peer and the field. Then every QP is
-// connected.
+// connected and, where the Exchanger is a Confirmer, both ends wait for
+// each other's word that they are, before a probe on every QP checks the
+// connection: a probe that reached a peer still waiting for this end's
+// setup would fail once its retries ran out.
 //
 // # Moving memory
 //

@@ -18,6 +18,18 @@ type Exchanger interface {
 	Exchange(ctx context.Context, local []byte) (remote []byte, err error)
 }
 
+// A Confirmer is an Exchanger that can also tell the peer that this end's
+// QPs are connected and wait for the peer's word that its are. Dial
+// confirms, where its Exchanger can, between connecting the QPs and
+// probing them: a probe sent before the peer connected waits for it only
+// as long as the QP's retry budget (Timeout × (RetryCount+1), 4 s by
+// default), and on a loaded machine the peer may take longer to get
+// this end's setup; the confirmation waits as long as Dial's context.
+type Confirmer interface {
+	Exchanger
+	Confirm(ctx context.Context) error
+}
+
 // ExchangeFunc adapts a function to Exchanger.
 type ExchangeFunc func(ctx context.Context, local []byte) ([]byte, error)
 

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -209,6 +211,79 @@ func TestSpinsOnlyWhereItHelps(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			pr := newPairWith(t, p, testConfig(), false)
 			require.Equal(t, p.name == "shm", pr.a.conn.spin)
+		})
+	}
+}
+
+// slowPipe is a pair of Confirmers like pipe's, but b takes a's setup
+// only after delay, as an end whose exchange runs on a loaded machine
+// does.
+func slowPipe(delay time.Duration) (a, b Confirmer) {
+	ab, ba := make(chan []byte, 1), make(chan []byte, 1)
+	upAB, upBA := make(chan struct{}, 1), make(chan struct{}, 1)
+	return &pipeEnd{out: ab, in: ba, upOut: upAB, upIn: upBA},
+		&pipeEnd{out: ba, in: ab, upOut: upBA, upIn: upAB, delay: delay}
+}
+
+type pipeEnd struct {
+	out, in     chan []byte
+	upOut, upIn chan struct{}
+	delay       time.Duration
+}
+
+func (p *pipeEnd) Exchange(ctx context.Context, local []byte) ([]byte, error) {
+	p.out <- local
+	time.Sleep(p.delay)
+	select {
+	case r := <-p.in:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *pipeEnd) Confirm(ctx context.Context) error {
+	p.upOut <- struct{}{}
+	select {
+	case <-p.upIn:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// An end that gets the peer's setup long after the peer got its (more
+// than the QPs' retry budget) still connects: with a Confirmer, neither
+// end probes before both are connected, where the first end's probes
+// would otherwise run out of retries against a peer still waiting.
+func TestDialWaitsForSlowPeer(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.QP.Timeout, cfg.QP.RetryCount = 10*time.Millisecond, 1 // a 20 ms budget
+			a, b := openEnd(t, p, "A"), openEnd(t, p, "B")
+			t.Cleanup(func() { require.NoError(t, a.dev.Close()); require.NoError(t, b.dev.Close()) })
+			xa, xb := slowPipe(200 * time.Millisecond)
+			var wg sync.WaitGroup
+			var errA, errB error
+			var ca, cb *Conn
+			dial := func(e *end, peer string, x Exchanger, c **Conn, err *error) {
+				defer wg.Done()
+				cf := cfg
+				cf.Peer, cf.Device, cf.PD = peer, e.dev, e.pd
+				*c, *err = Dial(bounded(t), cf, x)
+			}
+			wg.Add(2)
+			go dial(a, "B", xa, &ca, &errA)
+			go dial(b, "A", xb, &cb, &errB)
+			wg.Wait()
+			for _, c := range []*Conn{ca, cb} {
+				if c != nil {
+					t.Cleanup(func() { require.NoError(t, closeBounded(c)) })
+				}
+			}
+			require.NoError(t, errA, "dial from A")
+			require.NoError(t, errB, "dial from B")
 		})
 	}
 }
