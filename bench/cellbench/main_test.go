@@ -154,10 +154,10 @@ func runBenchUnder(t *testing.T, launch []string, args ...string) []string {
 }
 
 // pathRowPattern is a row of the paths report: rank, peer, transport,
-// link, path, state, cells, bytes, RTT, T_soft, demotions, promotions,
-// give-ups, resets.
+// link, path, state, cells, bytes, RTT, T_soft, late margin, demotions,
+// promotions, give-ups, resets.
 var pathRowPattern = regexp.MustCompile(`^\[0\]\s+(\d+)\s+(\d+)\s+(\S+)\s+(control|bulk)\s+(\d+)\s+(up|slow|down|resetting|dead)` +
-	`\s+(\d+)\s+(\d+)\s+([\d.]+|-)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
+	`\s+(\d+)\s+(\d+)\s+([\d.]+|-)\s+([\d.]+)\s+([\d.]+|-)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
 
 // With --paths-report, rank 0 prints after the table a row for every
 // path of both ranks' connections, over tcp with two paths per peer: each
@@ -170,6 +170,7 @@ func TestPathsReport(t *testing.T) {
 	require.Contains(t, out, "[0] # Paths:")
 	seen := map[string]bool{}
 	bytes := map[int]int64{}
+	lateMargins := 0
 	for _, l := range lines {
 		m := pathRowPattern.FindStringSubmatch(l)
 		if m == nil {
@@ -185,8 +186,12 @@ func TestPathsReport(t *testing.T) {
 		}
 		if cells == 0 {
 			assert.Equal(t, "-", m[9], "row %q: an RTT without a sample", l)
+			assert.Equal(t, "-", m[11], "row %q: a late margin without tokens", l)
 		}
-		assert.LessOrEqual(t, atoi(t, m[12]), atoi(t, m[11]), "row %q: every promotion follows a demotion", l)
+		if m[11] != "-" {
+			lateMargins++
+		}
+		assert.LessOrEqual(t, atoi(t, m[13]), atoi(t, m[12]), "row %q: every promotion follows a demotion", l)
 		bytes[rank] += int64(n)
 	}
 	want := map[string]bool{}
@@ -198,6 +203,7 @@ func TestPathsReport(t *testing.T) {
 		}
 	}
 	require.Equal(t, want, seen, "rows in:\n%s", out)
+	require.Positive(t, lateMargins, "no path had its tokens timed:\n%s", out)
 	// Check, warm-up and four timed calls, out of place and in place,
 	// each sending at least half the vector to the other rank.
 	for r, n := range bytes {

@@ -54,9 +54,9 @@ func (b *bencher) pathsReport() error {
 }
 
 func printPathsHeader(w io.Writer) {
-	fmt.Fprintln(w, "# Paths: cells and bytes posted, RTT (- before a sample) and T_soft now, demotions (soft timeouts), promotions, give-ups and resets")
-	fmt.Fprintf(w, "#%5s  %4s  %9s  %7s  %4s  %9s  %10s  %14s  %9s  %9s  %8s  %8s  %8s  %6s\n",
-		"rank", "peer", "transport", "link", "path", "state", "cells", "bytes", "rtt(us)", "tsoft(us)", "demoted", "promoted", "give-ups", "resets")
+	fmt.Fprintln(w, "# Paths: cells and bytes posted, RTT (- before a sample), T_soft and the late margin (- before the path's tokens are timed) now, demotions (soft timeouts), promotions, give-ups and resets")
+	fmt.Fprintf(w, "#%5s  %4s  %9s  %7s  %4s  %9s  %10s  %14s  %9s  %9s  %9s  %8s  %8s  %8s  %6s\n",
+		"rank", "peer", "transport", "link", "path", "state", "cells", "bytes", "rtt(us)", "tsoft(us)", "late(us)", "demoted", "promoted", "give-ups", "resets")
 }
 
 // writePathRows writes a row for every path of every connected peer in s,
@@ -66,9 +66,9 @@ func writePathRows(w io.Writer, s comm.Stats) {
 	for _, p := range s.Peers {
 		for _, l := range p.Links {
 			for _, q := range l.Paths {
-				fmt.Fprintf(w, "%6d  %4d  %9s  %7s  %4d  %9s  %10d  %14d  %9s  %9s  %8d  %8d  %8d  %6d\n",
+				fmt.Fprintf(w, "%6d  %4d  %9s  %7s  %4d  %9s  %10d  %14d  %9s  %9s  %9s  %8d  %8d  %8d  %6d\n",
 					s.Rank, p.Rank, p.Transport, l.Name, q.Index, q.State, q.CellsPosted, q.BytesPosted,
-					rtt(q), micros(q.SoftTimeout), q.SoftTimeouts, q.Promotions, q.GiveUps, q.Resets)
+					rtt(q), micros(q.SoftTimeout), lateMargin(q), q.SoftTimeouts, q.Promotions, q.GiveUps, q.Resets)
 				rows++
 			}
 		}
@@ -85,6 +85,16 @@ func rtt(q comm.PathStats) string {
 		return "-"
 	}
 	return micros(q.SRTT)
+}
+
+// lateMargin is how late past its expected time the path's head copy
+// may be before it is demoted, "-" until the path's tokens have been
+// timed (the head copy's clock is then T_soft).
+func lateMargin(q comm.PathStats) string {
+	if q.LateMargin == 0 {
+		return "-"
+	}
+	return micros(q.LateMargin)
 }
 
 func micros(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Microsecond)) }
