@@ -207,3 +207,38 @@ func TestRideMismatchTwoRanks(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutRiding runs the small operations that would ride on the
+// fingerprint exchange with the exchange turned off, so that the
+// message algorithms riding replaces in power-of-two worlds (recursive
+// doubling, the binomial trees, the single exchanges of two ranks) stay
+// tested there.
+func TestWithoutRiding(t *testing.T) {
+	for _, algo := range []Algorithm{Auto, RecursiveDoubling, Tree} {
+		for _, n := range []int{2, 4, 8} {
+			t.Run(fmt.Sprintf("%s/n=%d", algo, n), func(t *testing.T) {
+				t.Parallel()
+				w := newWorldOn(t, n, false, func(int) Options { return Options{Algorithm: algo, SkipVerify: true} })
+				for _, s := range []suite{suiteOf("float32"), suiteOf("float16")} {
+					for _, count := range []int{1, 7, 100} {
+						for _, in := range []bool{false, true} {
+							s.allReduce(t, w, count, Sum, in)
+							s.allGather(t, w, count, in)
+							s.reduceScatter(t, w, count, Max, in)
+							s.allToAll(t, w, count, in)
+							for _, root := range []int{0, n - 1} {
+								s.broadcast(t, w, count, root, in)
+								s.reduce(t, w, count, Sum, root, in)
+								s.gather(t, w, count, nil, root, in)
+								s.scatter(t, w, count, nil, root, in)
+							}
+						}
+					}
+				}
+				before := w.mem.Sent()
+				suiteOf("float32").allReduce(t, w, 1, Sum, false)
+				require.Equal(t, int64(n)*int64(bits.Len(uint(n-1))), w.mem.Sent()-before, "an AllReduce without the exchange")
+			})
+		}
+	}
+}
