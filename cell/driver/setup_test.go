@@ -259,11 +259,15 @@ func (p *pipeEnd) Confirm(ctx context.Context) error {
 func TestDialWaitsForSlowPeer(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			cfg := testConfig()
-			cfg.QP.Timeout, cfg.QP.RetryCount = 10*time.Millisecond, 1 // a 20 ms budget
+			// A 500 ms budget, ample for the providers' own connection
+			// at the first request even under the race detector, and
+			// the slow end four times that late.
+			cfg.QP.Timeout, cfg.QP.RetryCount = 250*time.Millisecond, 1
 			a, b := openEnd(t, p, "A"), openEnd(t, p, "B")
 			t.Cleanup(func() { require.NoError(t, a.dev.Close()); require.NoError(t, b.dev.Close()) })
-			xa, xb := slowPipe(200 * time.Millisecond)
+			xa, xb := slowPipe(2 * time.Second)
 			var wg sync.WaitGroup
 			var errA, errB error
 			var ca, cb *Conn
