@@ -30,17 +30,21 @@ func (e *estimator) sample(rtt int64) {
 	if rtt < 0 {
 		rtt = 0
 	}
-	if e.samples == 0 {
-		e.srtt, e.rttvar = rtt, rtt/2
-	} else {
-		dev := rtt - e.srtt
-		if dev < 0 {
-			dev = -dev
-		}
-		e.rttvar += (dev - e.rttvar) / 4
-		e.srtt += (rtt - e.srtt) / 8
-	}
+	smooth(&e.srtt, &e.rttvar, rtt, e.samples == 0)
 	e.samples++
+}
+
+// smooth folds x into the average avg and its mean deviation dev as RFC
+// 6298 does (α = 1/8, β = 1/4), the deviation first, against the average
+// before x; the first x sets them.
+func smooth(avg, dev *int64, x int64, first bool) {
+	if first {
+		*avg, *dev = x, max(x, -x)/2
+		return
+	}
+	d := x - *avg
+	*dev += (max(d, -d) - *dev) / 4
+	*avg += (x - *avg) / 8
 }
 
 // rate folds in n bytes delivered over interval ns, with weight 1/4.
@@ -103,13 +107,7 @@ func (e *estimator) sampleLate(now, at int64) {
 	if at == 0 {
 		return
 	}
-	r := now - at
-	if e.lateN == 0 {
-		e.late, e.lateVar = r, abs(r)/2
-	} else {
-		e.lateVar += (abs(r-e.late) - e.lateVar) / 4
-		e.late += (r - e.late) / 8
-	}
+	smooth(&e.late, &e.lateVar, now-at, e.lateN == 0)
 	e.lateN++
 }
 
@@ -122,13 +120,6 @@ func (e *estimator) lateMargin() int64 {
 		return 0
 	}
 	return max(e.late+4*e.lateVar, e.floor, 1)
-}
-
-func abs(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 // softTimeout is T_soft = RTT_avg + 4·RTT_var, at least the floor.

@@ -203,12 +203,11 @@ func (p *path) deadline(maxBackoff int) int64 {
 		return 0
 	}
 	c := p.at(0)
-	factor := backoffFactor(c.backoff, maxBackoff)
+	span := p.headSpan(c) * backoffFactor(c.backoff, maxBackoff)
 	if p.state == PathSlow {
-		return max(c.sentAt, p.progress, p.alive) + NoProgressFactor*p.headSpan(c)*factor
+		return max(c.sentAt, p.progress, p.alive) + NoProgressFactor*span
 	}
-	start := max(c.sentAt, p.progress)
-	return start + p.headSpan(c)*factor
+	return max(c.sentAt, p.progress) + span
 }
 
 // headSpan is how long after it could start to leave (its post, or the
