@@ -204,16 +204,8 @@ func (x bulkExchange) Exchange(ctx context.Context, local []byte) ([]byte, error
 	if len(local) > eagerMax {
 		return nil, fmt.Errorf("bulk connection setup of %d bytes, more than a control message holds", len(local))
 	}
-	p.mu.Lock()
-	p.pend.push(ctlItem{h: header{kind: kindSetup}, payload: append([]byte(nil), local...)})
-	p.progressLocked()
-	p.mu.Unlock()
-	select {
-	case <-p.bulkSetupIn:
-	case <-p.downCh:
-		return nil, errors.New("the control connection went down")
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := x.swap(ctx, header{kind: kindSetup}, append([]byte(nil), local...), p.bulkSetupIn); err != nil {
+		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -227,13 +219,19 @@ const setupConnected = 1
 // Confirm tells the peer this end's bulk QPs are connected and waits for
 // the peer's word that its are.
 func (x bulkExchange) Confirm(ctx context.Context) error {
+	return x.swap(ctx, header{kind: kindSetup, aux: setupConnected}, nil, x.p.bulkUpIn)
+}
+
+// swap queues a setup message for the peer and waits until in, which the
+// peer's answer closes, is closed.
+func (x bulkExchange) swap(ctx context.Context, h header, payload []byte, in <-chan struct{}) error {
 	p := x.p
 	p.mu.Lock()
-	p.pend.push(ctlItem{h: header{kind: kindSetup, aux: setupConnected}})
+	p.pend.push(ctlItem{h: h, payload: payload})
 	p.progressLocked()
 	p.mu.Unlock()
 	select {
-	case <-p.bulkUpIn:
+	case <-in:
 		return nil
 	case <-p.downCh:
 		return errors.New("the control connection went down")

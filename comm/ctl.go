@@ -100,14 +100,15 @@ func (p *peer) handleLocked(h *header, payload []byte) error {
 		if h.aux == setupConnected {
 			// The peer sent its setup before this, and confirms only
 			// after it got this end's.
-			switch {
-			case p.bulkSetup == nil:
+			if p.bulkSetup == nil {
 				return fmt.Errorf("a bulk connection confirmed before its setup")
-			case p.bulkUp:
-				return fmt.Errorf("a bulk connection confirmed twice")
 			}
-			p.bulkUp = true
-			close(p.bulkUpIn)
+			select {
+			case <-p.bulkUpIn:
+				return fmt.Errorf("a bulk connection confirmed twice")
+			default:
+				close(p.bulkUpIn)
+			}
 			break
 		}
 		if p.bulkSetup != nil {

@@ -49,11 +49,11 @@ type peer struct {
 	// wantBulk: a message needs the bulk connection, which is being set
 	// up while bulkDialing (see startBulkLocked). bulkSetup is the peer's
 	// half of its setup, come over the control stream; bulkSetupIn is
-	// closed when it has, bulkUpIn (and bulkUp set) when the peer has
-	// said its end of the connection is connected (bulkExchange.Confirm).
-	wantBulk, bulkDialing, bulkUp bool
-	bulkSetup                     []byte
-	bulkSetupIn, bulkUpIn         chan struct{}
+	// closed when it has, bulkUpIn when the peer has said its end of the
+	// connection is connected (bulkExchange.Confirm).
+	wantBulk, bulkDialing bool
+	bulkSetup             []byte
+	bulkSetupIn, bulkUpIn chan struct{}
 
 	// Control stream, receiving: rops[s%ctlSlots] is the receive of slot
 	// sequence s; rseq is the next slot to process.
