@@ -62,21 +62,44 @@ func testConfig() Config {
 	return Config{Paths: 4, ResetTimeout: 10 * time.Second, Logger: quiet}
 }
 
-// pipe returns two exchangers that swap what they are given.
-func pipe() (Exchanger, Exchanger) {
+// pipe returns two exchangers that swap what they are given, and
+// confirm as comm's do.
+func pipe() (Exchanger, Exchanger) { return slowPipe(0) }
+
+// slowPipe is pipe, but b takes a's setup only after delay, as an end
+// whose exchange runs on a loaded machine does.
+func slowPipe(delay time.Duration) (a, b Confirmer) {
 	ab, ba := make(chan []byte, 1), make(chan []byte, 1)
-	mk := func(out, in chan []byte) Exchanger {
-		return ExchangeFunc(func(ctx context.Context, local []byte) ([]byte, error) {
-			out <- local
-			select {
-			case r := <-in:
-				return r, nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		})
+	upAB, upBA := make(chan struct{}, 1), make(chan struct{}, 1)
+	return &pipeEnd{out: ab, in: ba, upOut: upAB, upIn: upBA},
+		&pipeEnd{out: ba, in: ab, upOut: upBA, upIn: upAB, delay: delay}
+}
+
+type pipeEnd struct {
+	out, in     chan []byte
+	upOut, upIn chan struct{}
+	delay       time.Duration
+}
+
+func (p *pipeEnd) Exchange(ctx context.Context, local []byte) ([]byte, error) {
+	p.out <- local
+	time.Sleep(p.delay)
+	select {
+	case r := <-p.in:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	return mk(ab, ba), mk(ba, ab)
+}
+
+func (p *pipeEnd) Confirm(ctx context.Context) error {
+	p.upOut <- struct{}{}
+	select {
+	case <-p.upIn:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func openEnd(t testing.TB, p provider, name string) *end {

@@ -215,43 +215,6 @@ func TestSpinsOnlyWhereItHelps(t *testing.T) {
 	}
 }
 
-// slowPipe is a pair of Confirmers like pipe's, but b takes a's setup
-// only after delay, as an end whose exchange runs on a loaded machine
-// does.
-func slowPipe(delay time.Duration) (a, b Confirmer) {
-	ab, ba := make(chan []byte, 1), make(chan []byte, 1)
-	upAB, upBA := make(chan struct{}, 1), make(chan struct{}, 1)
-	return &pipeEnd{out: ab, in: ba, upOut: upAB, upIn: upBA},
-		&pipeEnd{out: ba, in: ab, upOut: upBA, upIn: upAB, delay: delay}
-}
-
-type pipeEnd struct {
-	out, in     chan []byte
-	upOut, upIn chan struct{}
-	delay       time.Duration
-}
-
-func (p *pipeEnd) Exchange(ctx context.Context, local []byte) ([]byte, error) {
-	p.out <- local
-	time.Sleep(p.delay)
-	select {
-	case r := <-p.in:
-		return r, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-func (p *pipeEnd) Confirm(ctx context.Context) error {
-	p.upOut <- struct{}{}
-	select {
-	case <-p.upIn:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // An end that gets the peer's setup long after the peer got its (more
 // than the QPs' retry budget) still connects: with a Confirmer, neither
 // end probes before both are connected, where the first end's probes
