@@ -1,23 +1,32 @@
-// Package collectives runs collective operations (AllReduce, AllGather,
+// Package collectives is what a program of the job calls: a Group of
+// ranks, the collective operations over it (AllReduce, AllGather,
 // AllGatherV, ReduceScatter, ReduceScatterV, AllToAll, AllToAllV,
-// Broadcast, Reduce, Gather, GatherV, Scatter, ScatterV and Barrier) over
-// a communicator's point-to-point layer, comm.P2P, or, when every rank is
-// on one host, through memory the ranks share.
+// Broadcast, Reduce, Gather, GatherV, Scatter, ScatterV and Barrier), and
+// its messages (Send, Recv, Sendrecv, Isend, Irecv, Probe). The
+// collectives run over a communicator's point-to-point layer, comm.P2P,
+// or, when every rank is on one host, through memory the ranks share.
 //
 // # Use
 //
-// A Group wraps one communicator:
+// Open joins the job and returns a group that owns its communicator:
 //
-//	g, err := collectives.New(p, collectives.Options{})
+//	g, err := collectives.Open(ctx, collectives.Options{}) // from the launcher's environment
 //	...
+//	defer g.Close()
 //	err = collectives.AllReduce(ctx, g, grads, grads, collectives.Avg)
+//
+// Split and Shrink return groups of the same kind. New makes a group over
+// a P2P the caller keeps (Comm.P2P, or another implementation); closing
+// it leaves the P2P open.
 //
 // The collectives are generic over the element types float32, float64,
 // int32, int64, uint8, Float16 and BFloat16, and the reducing ones take an
 // Op: Sum, Prod, Min, Max or Avg. Each has a non-blocking form (IAllReduce
 // and so on) that returns a Request to Wait for or Test, so that a
-// training loop can overlap communication with computation; WaitAll and
-// WaitAny wait for several. Operations run one at a time in the order
+// training loop can overlap communication with computation, as Isend and
+// Irecv return theirs; WaitAll and WaitAny wait for several of either
+// kind. The context an operation is issued with bounds it, the one given
+// to Wait only the waiting. Operations run one at a time in the order
 // they were issued; the ranks must issue the same operations in the same
 // order.
 //

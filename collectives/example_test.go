@@ -12,10 +12,11 @@ import (
 	"github.com/rdmacell/rdmacell/comm"
 )
 
-// Four ranks, goroutines of one program, each with a communicator and a
-// group on it, sum their gradients in place: every rank ends with the same
-// sums. A program started by cellrun makes its communicator with
-// comm.Init(ctx, comm.Options{}) instead, and the rest is the same.
+// Four ranks, goroutines of one program meeting in an in-process store,
+// sum their gradients in place: every rank ends with the same sums. A
+// program started by cellrun opens its group with
+// collectives.Open(ctx, collectives.Options{}) instead, which reads the
+// rank and the rendezvous from the environment, and the rest is the same.
 func ExampleAllReduce() {
 	const world = 4
 	store := bootstrap.NewLocalStore()
@@ -28,18 +29,12 @@ func ExampleAllReduce() {
 	var wg sync.WaitGroup
 	for r := range world {
 		wg.Go(func() {
-			c, err := comm.Init(ctx, comm.Options{Rank: r, WorldSize: world, Job: "example-allreduce", Store: store})
+			g, err := collectives.Open(ctx, collectives.Options{Comm: comm.Options{Rank: r, WorldSize: world, Job: "example-allreduce", Store: store}})
 			if err != nil {
 				errs[r] = err
 				return
 			}
-			defer c.Close()
-			g, err := collectives.New(c.P2P(), collectives.Options{})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer g.Close() // before c.Close: it returns the group's memory to c
+			defer g.Close() // closes its communicator too
 
 			grads[r] = []float32{float32(r), 10 * float32(r), 0.5}
 			errs[r] = collectives.AllReduce(ctx, g, grads[r], grads[r], collectives.Sum)
@@ -75,13 +70,7 @@ func ExampleIAllReduce() {
 	var wg sync.WaitGroup
 	for r := range world {
 		wg.Go(func() {
-			c, err := comm.Init(ctx, comm.Options{Rank: r, WorldSize: world, Job: "example-iallreduce", Store: store})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer c.Close()
-			g, err := collectives.New(c.P2P(), collectives.Options{})
+			g, err := collectives.Open(ctx, collectives.Options{Comm: comm.Options{Rank: r, WorldSize: world, Job: "example-iallreduce", Store: store}})
 			if err != nil {
 				errs[r] = err
 				return
@@ -108,4 +97,58 @@ func ExampleIAllReduce() {
 	fmt.Println(means[0], means[1])
 	// Output:
 	// [1.5 3] [1.5 3]
+}
+
+// Three ranks shift typed values one step around a ring, each sending to
+// the next rank and receiving from the previous one in one call, which
+// cannot deadlock; then rank 0 takes a message from whichever rank sends
+// first, and the Status says who it was.
+func ExampleSendrecv() {
+	const world = 3
+	store := bootstrap.NewLocalStore()
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	lines := make([]string, world)
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Go(func() {
+			g, err := collectives.Open(ctx, collectives.Options{Comm: comm.Options{Rank: r, WorldSize: world, Job: "example-sendrecv", Store: store}})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer g.Close()
+			next, prev := (r+1)%world, (r+world-1)%world
+			in := make([]float32, 2)
+			if _, err := collectives.Sendrecv(ctx, g, next, 0, []float32{float32(r), 0.5}, prev, 0, in); err != nil {
+				errs[r] = err
+				return
+			}
+			lines[r] = fmt.Sprintf("rank %d got %v from rank %d", r, in, prev)
+			if r == world-1 {
+				errs[r] = collectives.Send(ctx, g, 0, 7, []int64{42})
+			}
+			if r == 0 {
+				v := make([]int64, 1)
+				st, err := collectives.Recv(ctx, g, collectives.AnySource, collectives.AnyTag, v)
+				errs[r] = err
+				lines[r] += fmt.Sprintf(", then %v from rank %d with tag %d", v, st.Source, st.Tag)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	// Output:
+	// rank 0 got [2 0.5] from rank 2, then [42] from rank 2 with tag 7
+	// rank 1 got [0 0.5] from rank 0
+	// rank 2 got [1 0.5] from rank 1
 }

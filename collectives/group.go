@@ -80,14 +80,20 @@ type Options struct {
 	// package exact, and AllReduceAcc for sums independent of how the
 	// data is split between ranks.
 	Exact bool
+	// Comm configures the communicator Open joins the job with; New,
+	// Split and Shrink ignore it. With a zero WorldSize, Open reads the
+	// launcher's environment (see Open).
+	Comm comm.Options
 }
 
 // pipelineSlots is how many chunk receives a pipeline keeps posted ahead
 // of the one it is combining. At least 2 (see chainReduce).
 const pipelineSlots = 4
 
-// Group runs collectives over one communicator. Operations run one at a
-// time, in the order they were issued, on every rank, so that the ranks
+// Group is ranks of the job that run collectives together and send each
+// other messages, over one communicator: Open's, or the one New is given.
+// Collectives run one at a time, in the order they were issued, on every
+// rank, so that the ranks
 // post their point-to-point messages in the same order: a blocking call
 // issued while nothing is pending runs on the caller's goroutine, anything
 // else joins a FIFO that the group's goroutine drains.
@@ -102,6 +108,12 @@ type Group struct {
 	chunk      int
 	verify     bool
 	mode       mode
+	opts       Options // what Split and Shrink give their groups
+
+	// c is the communicator p is the ordered channel of, nil when p is
+	// another P2P; owns says Close closes it.
+	c    *comm.Comm
+	owns bool
 
 	mu     sync.Mutex
 	seq    uint64
@@ -137,8 +149,10 @@ type recorded interface {
 	ID() uint64
 }
 
-// New returns a Group over p. It fails on an invalid option. It reads no
-// environment: see OptionsFromEnv.
+// New returns a Group over p, which the caller keeps: Close leaves it
+// open. Over a communicator's p (Comm.P2P) the group has messages, Split
+// and Shrink too. New fails on an invalid option and reads no
+// environment: see Open and OptionsFromEnv.
 func New(p comm.P2P, opts Options) (*Group, error) {
 	if p == nil {
 		return nil, &ArgError{Rank: -1, Op: "New", Arg: "p", Problem: "is nil, want a communicator"}
@@ -147,28 +161,38 @@ func New(p comm.P2P, opts Options) (*Group, error) {
 	if size < 1 || rank < 0 || rank >= size {
 		return nil, &ArgError{Rank: rank, Op: "New", Arg: "p", Problem: fmt.Sprintf("has rank %d of size %d, want 0 <= rank < size", rank, size)}
 	}
-	algo := opts.Algorithm
-	if algo > lastAlgorithm {
-		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.Algorithm", Problem: fmt.Sprintf("%d is not an algorithm", algo)}
-	}
-	if opts.ChunkBytes < 0 {
-		return nil, &ArgError{Rank: rank, Op: "New", Arg: "Options.ChunkBytes", Problem: fmt.Sprintf("%d is negative, want 0 (default) or a size in bytes", opts.ChunkBytes)}
+	if err := opts.check(rank, "New"); err != nil {
+		return nil, err
 	}
 	chunk := opts.ChunkBytes
 	if chunk == 0 {
 		chunk = DefaultChunkBytes
 	}
 	g := &Group{
-		p: p, rank: rank, size: size, algo: algo, chunk: chunk, verify: !opts.SkipVerify, mode: groupMode(opts),
-		wake: make(chan struct{}, 1), exited: make(chan struct{}),
+		p: p, rank: rank, size: size, algo: opts.Algorithm, chunk: chunk, verify: !opts.SkipVerify, mode: groupMode(opts),
+		opts: opts, wake: make(chan struct{}, 1), exited: make(chan struct{}),
 	}
 	if r, ok := p.(recorded); ok {
 		g.rec, g.cid = r.Recorder(), r.ID()
+	}
+	if c, ok := p.(interface{ Comm() *comm.Comm }); ok {
+		g.c = c.Comm()
 	}
 	g.sc.p = p
 	g.x.g = g
 	go g.worker()
 	return g, nil
+}
+
+// check reports the first option that cannot be used, for op.
+func (o Options) check(rank int, op string) error {
+	if o.Algorithm > lastAlgorithm {
+		return &ArgError{Rank: rank, Op: op, Arg: "Options.Algorithm", Problem: fmt.Sprintf("%d is not an algorithm", o.Algorithm)}
+	}
+	if o.ChunkBytes < 0 {
+		return &ArgError{Rank: rank, Op: op, Arg: "Options.ChunkBytes", Problem: fmt.Sprintf("%d is negative, want 0 (default) or a size in bytes", o.ChunkBytes)}
+	}
+	return nil
 }
 
 // Rank returns this rank.
@@ -179,7 +203,9 @@ func (g *Group) Size() int { return g.size }
 
 // Close stops accepting operations, lets those already issued finish (each
 // is bounded by its own context), and returns the group's scratch memory
-// to the communicator. It does not close the communicator.
+// to the communicator. A group from Open, Split or Shrink then closes its
+// communicator, which fails the point-to-point requests still pending;
+// one from New leaves its P2P open.
 func (g *Group) Close() error {
 	g.mu.Lock()
 	already := g.closed
@@ -196,7 +222,11 @@ func (g *Group) Close() error {
 	if g.shm != nil {
 		err = errors.Join(err, g.shm.close())
 	}
-	return errors.Join(err, g.hier.close())
+	err = errors.Join(err, g.hier.close())
+	if g.owns {
+		err = errors.Join(err, g.c.Close())
+	}
+	return err
 }
 
 func (g *Group) signal() {

@@ -39,3 +39,30 @@ func FreeSlice[T Element](g *Group, s []T) error {
 	}
 	return g.p.Free(asBytes(s))
 }
+
+// Register makes s, memory the program already holds (a slice of the Go
+// heap, a framework's tensor, memory of C), registered memory of the
+// group's communicator, so that collectives and messages on it move
+// without a staging copy over tcp and RDMA NICs, as on memory of
+// AllocSlice (see comm.Comm.Register, which is what it calls; over shared
+// memory the bytes are copied as before). s stays the caller's: until
+// Unregister or the group's communicator closes, it must not be freed by
+// its owner nor grown with append, and registered slices must not
+// overlap.
+func Register[T Element](g *Group, s []T) error {
+	c, err := g.communicator("Register")
+	if err != nil {
+		return err
+	}
+	return c.Register(asBytes(s))
+}
+
+// Unregister ends Register of s, which must be the slice registered, whole.
+// No operation may be using it.
+func Unregister[T Element](g *Group, s []T) error {
+	c, err := g.communicator("Unregister")
+	if err != nil {
+		return err
+	}
+	return c.Unregister(asBytes(s))
+}

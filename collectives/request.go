@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/rdmacell/rdmacell/comm"
 )
 
 // operation is one issued collective: its arguments as bytes, and its
@@ -67,10 +69,11 @@ func (op *operation) await(g *Group, ctx context.Context) error {
 	return err
 }
 
-// Request is a non-blocking collective in flight, returned by the I
-// functions (IAllReduce and so on). Its operation runs in issue order
-// after those issued before it; the context given when it was issued
-// bounds the operation, the one given to Wait only the waiting.
+// Request is a non-blocking operation in flight: a collective, returned
+// by the I functions (IAllReduce and so on), or a message, returned by
+// Isend and Irecv. A collective runs in issue order after those issued
+// before it. The context given when it was issued bounds the operation,
+// the one given to Wait only the waiting.
 //
 // Wait takes the result once, after which the Request is spent; Test may
 // be called any number of times before that. A Request is for one
@@ -78,12 +81,38 @@ func (op *operation) await(g *Group, ctx context.Context) error {
 type Request struct {
 	op  *operation
 	gen uint64
+	msg *p2pOp // a message, when op is nil
+}
+
+// p2pOp is the message of a Request from Isend or Irecv.
+type p2pOp struct {
+	h     *comm.Handle
+	stop  func() bool // detaches the issuing context; nil if it never ends
+	spent bool
+}
+
+// messageRequest returns the Request of h, which ctx bounds.
+func messageRequest(ctx context.Context, h *comm.Handle) Request {
+	m := &p2pOp{h: h}
+	if ctx.Done() != nil {
+		m.stop = context.AfterFunc(ctx, func() { h.Cancel(ctx.Err()) })
+	}
+	return Request{msg: m}
 }
 
 // Wait blocks until the operation completes or ctx ends, and returns the
 // operation's error. If ctx ends first the operation goes on, and Wait
 // may be called again.
 func (r Request) Wait(ctx context.Context) error {
+	if m := r.msg; m != nil {
+		if m.spent {
+			return ErrRequestDone
+		}
+		if err := m.wait(ctx); err != nil {
+			return err
+		}
+		return m.take()
+	}
 	op, err := r.live()
 	if err != nil {
 		return err
@@ -101,6 +130,13 @@ func (r Request) Wait(ctx context.Context) error {
 // Test reports whether the operation has completed and, if so, its error,
 // without blocking.
 func (r Request) Test() (done bool, err error) {
+	if m := r.msg; m != nil {
+		if m.spent {
+			return true, ErrRequestDone
+		}
+		done, _, err := m.h.Test()
+		return done, err
+	}
 	op, err := r.live()
 	if err != nil {
 		return true, err
@@ -111,6 +147,17 @@ func (r Request) Test() (done bool, err error) {
 	return true, op.err
 }
 
+// Status is what the message of a Request from Isend or Irecv moved, once
+// Wait or Test has reported it complete: for a receive, who sent the
+// message it took, with which tag, and its length in bytes. It is the
+// zero Status for a collective.
+func (r Request) Status() Status {
+	if r.msg == nil {
+		return Status{}
+	}
+	return r.msg.h.Status()
+}
+
 func (r Request) live() (*operation, error) {
 	if r.op == nil {
 		return nil, fmt.Errorf("collectives: zero Request: %w", ErrRequestDone)
@@ -119,4 +166,24 @@ func (r Request) live() (*operation, error) {
 		return nil, ErrRequestDone
 	}
 	return r.op, nil
+}
+
+// wait waits until the message is done, without spending it; the error,
+// naming the message, is ctx's when it ended first.
+func (m *p2pOp) wait(ctx context.Context) error {
+	_, err := m.h.Wait(ctx)
+	if done, _, _ := m.h.Test(); done {
+		return nil
+	}
+	return err
+}
+
+// take spends the Request of a completed message and returns its error.
+func (m *p2pOp) take() error {
+	m.spent = true
+	if m.stop != nil {
+		m.stop()
+	}
+	_, _, err := m.h.Test()
+	return err
 }

@@ -13,10 +13,19 @@ import (
 // first, WaitAll returns its error and no request is spent, so WaitAll
 // (or Wait on any of them) may be called again. A zero Request, or one
 // already waited for, is inactive and ignored, as MPI_Waitall ignores
-// MPI_REQUEST_NULL.
+// MPI_REQUEST_NULL. Collectives and messages may be mixed.
 func WaitAll(ctx context.Context, reqs ...Request) error {
 	// The requests are spent only once all of them are done.
 	for i, r := range reqs {
+		if m := r.msg; m != nil {
+			if m.spent {
+				continue
+			}
+			if err := m.wait(ctx); err != nil {
+				return fmt.Errorf("collectives: waiting for request %d of %d: %w", i, len(reqs), err)
+			}
+			continue
+		}
 		op, err := r.live()
 		if err != nil {
 			continue
@@ -27,10 +36,17 @@ func WaitAll(ctx context.Context, reqs ...Request) error {
 	}
 	var errs []error
 	for i, r := range reqs {
-		if op, err := r.live(); err == nil {
-			if err := op.take(); err != nil {
-				errs = append(errs, fmt.Errorf("request %d: %w", i, err))
+		var err error
+		if m := r.msg; m != nil {
+			if m.spent {
+				continue
 			}
+			err = m.take()
+		} else if op, lerr := r.live(); lerr == nil {
+			err = op.take()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("request %d: %w", i, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -44,11 +60,22 @@ func WaitAll(ctx context.Context, reqs ...Request) error {
 // first, WaitAny returns -1 and ctx's error, and no request is spent.
 //
 // A group completes its operations in the order they were issued, so
-// among the requests of one group WaitAny waits for the earliest issued;
-// requests of several groups cost it an allocation.
+// among the collectives of one group WaitAny waits for the earliest
+// issued; collectives of several groups cost it an allocation, and
+// messages a goroutine each while it waits.
 func WaitAny(ctx context.Context, reqs ...Request) (int, error) {
-	one, many := -1, false // the earliest of the first group seen; another group seen
+	one, many := -1, false // the earliest collective of the first group seen; another group or a message seen
 	for i, r := range reqs {
+		if m := r.msg; m != nil {
+			if m.spent {
+				continue
+			}
+			if done, _, _ := m.h.Test(); done {
+				return i, m.take()
+			}
+			many = true
+			continue
+		}
 		op, err := r.live()
 		if err != nil {
 			continue
@@ -65,11 +92,11 @@ func WaitAny(ctx context.Context, reqs ...Request) (int, error) {
 			one = i
 		}
 	}
+	if many {
+		return waitAnyMixed(ctx, reqs)
+	}
 	if one < 0 {
 		return -1, nil
-	}
-	if many {
-		return waitAnyGroup(ctx, reqs)
 	}
 	if !reqs[one].op.completed(ctx) {
 		return -1, fmt.Errorf("collectives: waiting for any of %d requests: %w", len(reqs), ctx.Err())
@@ -77,11 +104,19 @@ func WaitAny(ctx context.Context, reqs ...Request) (int, error) {
 	return one, reqs[one].op.take()
 }
 
-// waitAnyGroup is WaitAny over requests of several groups: one select
-// over the earliest pending operation of each and ctx.
-func waitAnyGroup(ctx context.Context, reqs []Request) (int, error) {
-	var first []int
+// waitAnyMixed is WaitAny over collectives of several groups, or over
+// messages: one select over the earliest pending collective of each
+// group, the messages (each waited for by a goroutine until the select
+// returns) and ctx.
+func waitAnyMixed(ctx context.Context, reqs []Request) (int, error) {
+	var first, msgs []int
 	for i, r := range reqs {
+		if m := r.msg; m != nil {
+			if !m.spent {
+				msgs = append(msgs, i)
+			}
+			continue
+		}
 		op, err := r.live()
 		if err != nil {
 			continue
@@ -99,14 +134,34 @@ func waitAnyGroup(ctx context.Context, reqs []Request) (int, error) {
 			first[j] = i
 		}
 	}
-	cases := make([]reflect.SelectCase, 0, len(first)+1)
+	cases := make([]reflect.SelectCase, 0, len(first)+2)
 	for _, i := range first {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(reqs[i].op.done)})
 	}
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
-	k, _, _ := reflect.Select(cases)
-	if k == len(first) {
+	var hit chan int // stays nil, never ready, without messages
+	if len(msgs) > 0 {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		hit = make(chan int, len(msgs))
+		for _, i := range msgs {
+			m := reqs[i].msg
+			go func() {
+				if m.wait(wctx) == nil {
+					hit <- i
+				}
+			}()
+		}
+	}
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(hit)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+	k, v, _ := reflect.Select(cases)
+	switch k {
+	case len(first) + 1:
 		return -1, fmt.Errorf("collectives: waiting for any of %d requests: %w", len(reqs), ctx.Err())
+	case len(first):
+		i := int(v.Int())
+		return i, reqs[i].msg.take()
 	}
 	i := first[k]
 	op := reqs[i].op

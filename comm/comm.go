@@ -2,11 +2,13 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/rdmacell/rdmacell/flight"
+	"github.com/rdmacell/rdmacell/verbs"
 )
 
 // Comm is a communicator: a group of ranks that exchange messages. Init
@@ -177,6 +179,32 @@ func (c *Comm) Alloc(n int) ([]byte, error) {
 // in progress.
 func (c *Comm) Free(b []byte) error { return c.w.mem.free(b) }
 
+// Register makes b, memory the program already owns (a Go slice, memory
+// of C or of another library), registered memory of the communicator
+// without copying it: messages from and into it move without a staging
+// copy over tcp and RDMA NICs, as those in memory of Alloc do. Over
+// shared memory they are copied as before, since a peer process can map
+// only memory of Alloc. The communicator keeps b reachable until
+// Unregister or Close; its owner must not free it, nor grow it with
+// append, meanwhile. b may not overlap other registered memory.
+func (c *Comm) Register(b []byte) error {
+	if len(b) == 0 {
+		return fmt.Errorf("%w: comm rank %d: Register of no bytes", ErrInvalidArgument, c.rank)
+	}
+	if _, err := c.w.mem.adopt(b); err != nil {
+		if errors.Is(err, verbs.ErrInvalidArgument) {
+			err = fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+		return fmt.Errorf("comm: rank %d: Register of %d bytes: %w", c.rank, len(b), err)
+	}
+	return nil
+}
+
+// Unregister ends Register of b, which must be exactly what was
+// registered; no operation may still be using it. Afterwards b is the
+// program's again, and messages on it are staged.
+func (c *Comm) Unregister(b []byte) error { return c.w.mem.forget(b) }
+
 // P2P returns the communicator's ordered channel, on which the
 // collectives are built: its messages are matched strictly in posting
 // order per pair of ranks, and a tag that differs from the receiver's is
@@ -253,7 +281,7 @@ func (c *Comm) post(send bool, kind uint8, peer int, tag uint64, buf []byte, poo
 		h = newHandle()
 	}
 	h.p, h.c, h.peerCR, h.send, h.chKind, h.ctx, h.tag, h.gotTag, h.buf = p, c, peer, send, kind, c.id, tag, tag, buf
-	h.reg, h.regOff = c.w.mem.lookup(buf)
+	h.reg, h.regOff = c.w.mem.lookup(buf, p.dev)
 	h.epoch = c.w.epoch.Load()
 	if kind == chanUser && !send {
 		h.seq = c.recvSeq.Add(1)

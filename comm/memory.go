@@ -10,14 +10,20 @@ import (
 )
 
 // region is memory from verbs.Alloc registered in the protection domain of
-// every device the communicator opened.
+// every device the communicator opened, or memory of the program's that
+// Register adopted, registered with every device but shm.
 type region struct {
-	mem  *verbs.Memory
-	mrs  [numDevices]verbs.MR
-	addr uint64
-	n    int
-	user bool // handed out by Alloc, so Free may release it
+	mem     *verbs.Memory
+	mrs     [numDevices]verbs.MR
+	addr    uint64
+	n       int
+	user    bool // handed out by Alloc, so Free may release it
+	adopted bool // the program's, from Register, so Unregister may forget it
 }
+
+// anyDevice asks lookup for a region registered with every device opened,
+// for a receive whose peer is not known yet.
+const anyDevice = numDevices
 
 func (r *region) bytes() []byte { return r.mem.Bytes() }
 
@@ -49,17 +55,46 @@ func (m *memory) alloc(n int, user bool) (*region, error) {
 			return nil, err
 		}
 	}
+	if err := m.insert(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// adopt registers memory the program owns with every device that can
+// reach it: shm peers map memory files, which such memory has not.
+func (m *memory) adopt(b []byte) (*region, error) {
+	mem, err := verbs.Adopt(b)
+	if err != nil {
+		return nil, err
+	}
+	r := &region{mem: mem, addr: mem.Addr(), n: len(b), adopted: true}
+	for d, pd := range m.pds {
+		if pd == nil || device(d) == devShm {
+			continue
+		}
+		if r.mrs[d], err = pd.RegMR(b, accessAll); err != nil {
+			err = fmt.Errorf("register %d bytes with %s: %w", len(b), device(d), err)
+			_ = r.release()
+			return nil, err
+		}
+	}
+	return r, m.insert(r)
+}
+
+// insert adds r to the regions lookup finds; after close it releases r.
+func (m *memory) insert(r *region) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		_ = r.release()
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	i := sort.Search(len(m.byAddr), func(i int) bool { return m.byAddr[i].addr > r.addr })
 	m.byAddr = append(m.byAddr, nil)
 	copy(m.byAddr[i+1:], m.byAddr[i:])
 	m.byAddr[i] = r
-	return r, nil
+	return nil
 }
 
 // release deregisters r and frees its memory.
@@ -80,8 +115,9 @@ func (r *region) release() error {
 }
 
 // lookup returns the region holding all of b and b's offset in it, or nil
-// when b is not registered memory (or is empty).
-func (m *memory) lookup(b []byte) (*region, int) {
+// when b is not memory registered with dev (or is empty); with anyDevice,
+// registered with every device.
+func (m *memory) lookup(b []byte, dev device) (*region, int) {
 	if len(b) == 0 {
 		return nil, 0
 	}
@@ -94,10 +130,24 @@ func (m *memory) lookup(b []byte) (*region, int) {
 	}
 	r := m.byAddr[i-1]
 	off := addr - r.addr
-	if off+uint64(len(b)) > uint64(r.n) {
+	if off+uint64(len(b)) > uint64(r.n) || !r.registered(m, dev) {
 		return nil, 0
 	}
 	return r, int(off)
+}
+
+// registered reports whether r is registered with dev, or with every
+// device of m for anyDevice.
+func (r *region) registered(m *memory, dev device) bool {
+	if dev != anyDevice {
+		return r.mrs[dev] != nil
+	}
+	for d, pd := range m.pds {
+		if pd != nil && r.mrs[d] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // free releases the user allocation that starts at b.
@@ -105,17 +155,38 @@ func (m *memory) free(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
+	r := m.take(b, func(r *region) bool { return r.user })
+	if r == nil {
+		return fmt.Errorf("%w: Free of %d bytes at %#x: not memory from Alloc (or freed already)", ErrInvalidArgument, len(b), verbs.AddrOf(b))
+	}
+	return r.release()
+}
+
+// forget deregisters the memory Register adopted, which is exactly b.
+func (m *memory) forget(b []byte) error {
+	r := m.take(b, func(r *region) bool { return r.adopted && r.n == len(b) })
+	if r == nil {
+		return fmt.Errorf("%w: Unregister of %d bytes at %#x: not memory Register registered, whole (or unregistered already)", ErrInvalidArgument, len(b), verbs.AddrOf(b))
+	}
+	return r.release()
+}
+
+// take removes and returns the region that starts at b, if ok holds for
+// it.
+func (m *memory) take(b []byte, ok func(*region) bool) *region {
+	if len(b) == 0 {
+		return nil
+	}
 	addr := verbs.AddrOf(b)
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	i := sort.Search(len(m.byAddr), func(i int) bool { return m.byAddr[i].addr >= addr })
-	if i == len(m.byAddr) || m.byAddr[i].addr != addr || !m.byAddr[i].user {
-		m.mu.Unlock()
-		return fmt.Errorf("%w: Free of %d bytes at %#x: not memory from Alloc (or freed already)", ErrInvalidArgument, len(b), addr)
+	if i == len(m.byAddr) || m.byAddr[i].addr != addr || !ok(m.byAddr[i]) {
+		return nil
 	}
 	r := m.byAddr[i]
 	m.byAddr = append(m.byAddr[:i], m.byAddr[i+1:]...)
-	m.mu.Unlock()
-	return r.release()
+	return r
 }
 
 // close releases every region still registered, user allocations

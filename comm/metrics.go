@@ -159,7 +159,7 @@ var (
 		"1 for the state the path is in (up, resetting, down, dead), 0 for the others.",
 		append(pathLabels, "state"), nil)
 	memoryBytes = prometheus.NewDesc("rdmacell_memory_registered_bytes",
-		"Registered memory in use: kind user is what Alloc handed out, internal the communicator's own.",
+		"Registered memory in use: kind user is what Alloc handed out, registered the program's own memory that Register registered, internal the communicator's.",
 		[]string{"rank", "kind"}, nil)
 	memoryRegions = prometheus.NewDesc("rdmacell_memory_registered_regions",
 		"Registered regions in use, by kind as rdmacell_memory_registered_bytes.", []string{"rank", "kind"}, nil)
@@ -370,7 +370,7 @@ func (sc statsCollector) Collect(ch chan<- prometheus.Metric) {
 		kind    string
 		bytes   int64
 		regions int
-	}{{"user", mem.UserBytes, mem.UserRegions}, {"internal", mem.InternalBytes, mem.InternalRegions}} {
+	}{{"user", mem.UserBytes, mem.UserRegions}, {"registered", mem.RegisteredBytes, mem.RegisteredRegions}, {"internal", mem.InternalBytes, mem.InternalRegions}} {
 		ch <- prometheus.MustNewConstMetric(memoryBytes, prometheus.GaugeValue, float64(k.bytes), rank, k.kind)
 		ch <- prometheus.MustNewConstMetric(memoryRegions, prometheus.GaugeValue, f64i(k.regions), rank, k.kind)
 	}

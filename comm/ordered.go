@@ -34,6 +34,10 @@ func (o ordered) Irecv(peer int, tag uint64, buf []byte) (Request, error) {
 	return h, nil
 }
 
+// Comm is the communicator of the channel, for a group that also sends
+// messages of its user's, splits or shrinks.
+func (o ordered) Comm() *Comm { return o.c }
+
 // Transport tells the collectives which ranks they may share memory with.
 func (o ordered) Transport(peer int) string { return o.c.Transport(peer) }
 

@@ -109,6 +109,31 @@ func (h *Handle) Wait(ctx context.Context) (int, error) {
 	}
 }
 
+// Cancel gives the operation up, as a blocking call gives its own up
+// when its context ends: unless it has completed already, it finishes
+// with an error wrapping cause once nothing in flight still uses its
+// buffer, and a receive that no message took then takes none. Wait
+// reports that error. Cancel may be called at any time, more than once.
+func (h *Handle) Cancel(cause error) {
+	if h.done() {
+		return
+	}
+	err := fmt.Errorf("comm: rank %d: %s: %w", h.c.rank, h.describe(), cause)
+	if h.any && h.c.w.wild.cancel(h, err) {
+		return
+	}
+	// A receive from any rank that was not queued any more was claimed by
+	// a message, under the wildcards lock cancel took: its peer is set.
+	p := h.p
+	if p == nil {
+		return // finished alone, by Close or a failure
+	}
+	p.mu.Lock()
+	h.cancelLocked(err)
+	p.mu.Unlock()
+	p.wake()
+}
+
 // Status tells who sent the message a receive took, with which tag, and
 // how many bytes of it were received: what a receive from AnySource or
 // with AnyTag needs to know. It is valid once Wait or Test has reported

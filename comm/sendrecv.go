@@ -19,23 +19,31 @@ import (
 // halves. If ctx ends first both are given up, as Send and Recv give
 // theirs up. send and recv must not overlap.
 func (c *Comm) Sendrecv(ctx context.Context, to int, sendTag uint64, send []byte, from int, recvTag uint64, recv []byte) (int, error) {
+	st, err := c.SendrecvStatus(ctx, to, sendTag, send, from, recvTag, recv)
+	return st.Len, err
+}
+
+// SendrecvStatus is Sendrecv returning the Status of the message
+// received, which a receive from AnySource or with AnyTag needs.
+func (c *Comm) SendrecvStatus(ctx context.Context, to int, sendTag uint64, send []byte, from int, recvTag uint64, recv []byte) (Status, error) {
+	none := Status{Source: from, Tag: recvTag}
 	if overlap(send, recv) {
-		return 0, fmt.Errorf("%w: comm rank %d: Sendrecv: recv overlaps send, want separate buffers", ErrInvalidArgument, c.rank)
+		return none, fmt.Errorf("%w: comm rank %d: Sendrecv: recv overlaps send, want separate buffers", ErrInvalidArgument, c.rank)
 	}
 	rh, err := c.post(false, chanUser, from, recvTag, recv, true)
 	if err != nil {
-		return 0, err
+		return none, err
 	}
 	sh, err := c.post(true, chanUser, to, sendTag, send, true)
 	if err != nil {
 		// Nothing was sent: give the receive up rather than leave it to
 		// take a message its caller never sees.
 		_, _ = c.wait(cancelled, rh)
-		return 0, err
+		return none, err
 	}
-	n, rerr := c.wait(ctx, rh)
+	st, rerr := c.waitStatus(ctx, rh)
 	_, serr := c.wait(ctx, sh)
-	return n, errors.Join(rerr, serr)
+	return st, errors.Join(rerr, serr)
 }
 
 // cancelled is a context that has ended, for giving an operation up at

@@ -191,13 +191,16 @@ type TrafficStats struct {
 // MemoryStats is the registered memory a process holds.
 type MemoryStats struct {
 	// UserBytes and UserRegions are what Alloc handed out and Free has
-	// not taken back; InternalBytes and InternalRegions what the
-	// communicator registered for itself (control slots, staging
-	// buffers).
-	UserBytes       int64
-	UserRegions     int
-	InternalBytes   int64
-	InternalRegions int
+	// not taken back; RegisteredBytes and RegisteredRegions the
+	// program's memory that Register registered and Unregister has not
+	// released; InternalBytes and InternalRegions what the communicator
+	// registered for itself (control slots, staging buffers).
+	UserBytes         int64
+	UserRegions       int
+	RegisteredBytes   int64
+	RegisteredRegions int
+	InternalBytes     int64
+	InternalRegions   int
 	// SendStaging and ReceiveStaging are the staging buffers messages in
 	// unregistered memory move through.
 	SendStaging, ReceiveStaging StagingStats
@@ -349,10 +352,14 @@ func (w *world) memoryStats() MemoryStats {
 	var m MemoryStats
 	w.mem.mu.RLock()
 	for _, r := range w.mem.byAddr {
-		if r.user {
+		switch {
+		case r.user:
 			m.UserBytes += int64(r.n)
 			m.UserRegions++
-		} else {
+		case r.adopted:
+			m.RegisteredBytes += int64(r.n)
+			m.RegisteredRegions++
+		default:
 			m.InternalBytes += int64(r.n)
 			m.InternalRegions++
 		}

@@ -241,7 +241,7 @@ func (c *Comm) postAny(tag uint64, buf []byte, pooled bool) (*Handle, error) {
 		h = newHandle()
 	}
 	h.c, h.peerCR, h.any, h.chKind, h.ctx, h.tag, h.gotTag, h.buf = c, AnySource, true, chanUser, c.id, tag, tag, buf
-	h.reg, h.regOff = c.w.mem.lookup(buf)
+	h.reg, h.regOff = c.w.mem.lookup(buf, anyDevice)
 	h.epoch = c.w.epoch.Load()
 	h.seq = c.recvSeq.Add(1)
 	wc := &c.w.wild

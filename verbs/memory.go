@@ -74,6 +74,40 @@ func Alloc(n int) (*Memory, error) {
 	return m, nil
 }
 
+// Adopt makes memory the program already owns (of the Go heap, of C, of
+// another library) a Memory that providers can register, without copying
+// it. The Memory keeps b reachable until Free, which forgets it and
+// leaves b to its owner. It has no memory file (Fd returns -1), so a
+// provider that shares memory with other processes (shm) refuses to
+// register it. b must not be empty nor overlap another Memory.
+func Adopt(b []byte) (*Memory, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: adopt empty memory", ErrInvalidArgument)
+	}
+	m := &Memory{b: b[:len(b):len(b)], fd: -1}
+	allocs.Lock()
+	defer allocs.Unlock()
+	addr, end := m.Addr(), m.Addr()+uint64(len(b))
+	i := sort.Search(len(allocs.byAddr), func(i int) bool { return allocs.byAddr[i].Addr() > addr })
+	if i > 0 {
+		if prev := allocs.byAddr[i-1]; prev.Addr()+uint64(prev.Len()) > addr {
+			return nil, fmt.Errorf("%w: adopt %d bytes at %#x: they overlap memory at %#x (%d bytes)", ErrInvalidArgument, len(b), addr, prev.Addr(), prev.Len())
+		}
+	}
+	if i < len(allocs.byAddr) && allocs.byAddr[i].Addr() < end {
+		next := allocs.byAddr[i]
+		return nil, fmt.Errorf("%w: adopt %d bytes at %#x: they overlap memory at %#x (%d bytes)", ErrInvalidArgument, len(b), addr, next.Addr(), next.Len())
+	}
+	allocs.byAddr = append(allocs.byAddr, nil)
+	copy(allocs.byAddr[i+1:], allocs.byAddr[i:])
+	allocs.byAddr[i] = m
+	return m, nil
+}
+
+// Adopted reports whether m came from Adopt: memory its owner holds, with
+// no memory file to share.
+func (m *Memory) Adopted() bool { return m.fd < 0 }
+
 // Bytes returns the allocated memory.
 func (m *Memory) Bytes() []byte { return m.b }
 
@@ -84,14 +118,16 @@ func (m *Memory) Addr() uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.Sli
 func (m *Memory) Len() int { return len(m.b) }
 
 // Fd returns the memory file backing the allocation, for providers that
-// share it with other processes. It stays owned by m.
+// share it with other processes, or -1 for adopted memory. It stays owned
+// by m.
 func (m *Memory) Fd() int { return m.fd }
 
 // MappedLen is the length of the mapping, a whole number of pages.
 func (m *Memory) MappedLen() int { return len(m.mapped) }
 
-// Free unmaps the memory. Regions registered over it must be deregistered
-// first; using its bytes afterwards faults.
+// Free unmaps the memory, or, for adopted memory, forgets it and leaves
+// its bytes to their owner. Regions registered over it must be
+// deregistered first; using the bytes of an allocation afterwards faults.
 func (m *Memory) Free() error {
 	allocs.Lock()
 	for i, x := range allocs.byAddr {
@@ -102,6 +138,10 @@ func (m *Memory) Free() error {
 	}
 	allocs.Unlock()
 	if m.b == nil {
+		return nil
+	}
+	if m.Adopted() {
+		m.b = nil
 		return nil
 	}
 	err := unix.Munmap(m.mapped)
@@ -127,7 +167,7 @@ func Lookup(mem []byte) (*Memory, int, error) {
 			return m, int(off), nil
 		}
 	}
-	return nil, 0, fmt.Errorf("%w: memory at %#x (%d bytes) was not allocated by verbs.Alloc", ErrInvalidArgument, addr, len(mem))
+	return nil, 0, fmt.Errorf("%w: memory at %#x (%d bytes) was not allocated by verbs.Alloc nor adopted", ErrInvalidArgument, addr, len(mem))
 }
 
 // AddrOf returns the virtual address of b's first byte, for building

@@ -102,3 +102,42 @@ func TestAllocIsSealedAgainstResizing(t *testing.T) {
 	assert.Equal(t, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL, seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL))
 	assert.Error(t, unix.Ftruncate(m.Fd(), 0), "a sealed file cannot shrink under a peer's mapping")
 }
+
+// Adopted memory is found by Lookup until Free, which leaves its bytes
+// alone; it cannot overlap other memory, and has no memory file.
+func TestAdopt(t *testing.T) {
+	b := make([]byte, 1000)
+	m, err := verbs.Adopt(b[100:900])
+	require.NoError(t, err)
+	require.True(t, m.Adopted())
+	require.Equal(t, -1, m.Fd())
+	got, off, err := verbs.Lookup(b[200:300])
+	require.NoError(t, err)
+	require.Same(t, m, got)
+	require.Equal(t, 100, off)
+	_, _, err = verbs.Lookup(b[800:901])
+	require.ErrorIs(t, err, verbs.ErrInvalidArgument, "a range past the adopted memory")
+
+	for name, r := range map[string][]byte{"inside": b[300:400], "before": b[:101], "after": b[899:], "around": b} {
+		_, err := verbs.Adopt(r)
+		require.ErrorIs(t, err, verbs.ErrInvalidArgument, "adopting memory that overlaps it %s", name)
+	}
+	_, err = verbs.Adopt(nil)
+	require.ErrorIs(t, err, verbs.ErrInvalidArgument)
+
+	a, err := verbs.Alloc(4096)
+	require.NoError(t, err)
+	defer a.Free()
+	require.False(t, a.Adopted())
+	_, err = verbs.Adopt(a.Bytes()[10:20])
+	require.ErrorIs(t, err, verbs.ErrInvalidArgument, "adopting an allocation's bytes")
+
+	b[500] = 7
+	require.NoError(t, m.Free())
+	require.Equal(t, byte(7), b[500], "Free left the bytes to their owner")
+	_, _, err = verbs.Lookup(b[200:300])
+	require.ErrorIs(t, err, verbs.ErrInvalidArgument)
+	again, err := verbs.Adopt(b)
+	require.NoError(t, err, "adopting after Free")
+	require.NoError(t, again.Free())
+}

@@ -134,7 +134,6 @@ func stallMain() int {
 	if c == nil {
 		return code
 	}
-	defer c.Close()
 	defer g.Close()
 	buf := []float32{float32(c.Rank())}
 	if err := collectives.AllReduce(ctx, g, buf, buf, collectives.Sum); err != nil {
@@ -208,7 +207,6 @@ func traceMain() int {
 	if c == nil {
 		return code
 	}
-	defer c.Close()
 	defer g.Close()
 	buf := make([]float64, 100)
 	for range 3 {

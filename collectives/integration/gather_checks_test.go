@@ -3,10 +3,8 @@ package integration
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"github.com/rdmacell/rdmacell/collectives"
-	"github.com/rdmacell/rdmacell/comm"
 )
 
 // roots are the roots the rooted checks run from: the first and the last
@@ -188,8 +186,8 @@ func checkWaitAll(k *checker) error {
 }
 
 // checkSendrecv shifts messages of every size class round the ring in
-// both directions with Sendrecv on the communicator's user channel.
-func checkSendrecv(k *checker, c *comm.Comm) error {
+// both directions with the group's Sendrecv.
+func checkSendrecv(k *checker) error {
 	right, left := (k.rank+1)%k.size, (k.rank+k.size-1)%k.size
 	for _, count := range counts {
 		for dir, to := range []int{right, left} {
@@ -201,12 +199,12 @@ func checkSendrecv(k *checker, c *comm.Comm) error {
 			send := values[int64](k.rank, salt, 0, count)
 			recv := make([]int64, count)
 			what := fmt.Sprintf("Sendrecv of %d elements to rank %d from rank %d", count, to, from)
-			n, err := c.Sendrecv(k.ctx, to, uint64(salt), asBytes(send), from, uint64(salt), asBytes(recv))
+			st, err := collectives.Sendrecv(k.ctx, k.g, to, uint64(salt), send, from, uint64(salt), recv)
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
-			if n != 8*count {
-				return fmt.Errorf("%s: received %d bytes, want %d", what, n, 8*count)
+			if st.Len != 8*count || st.Source != from {
+				return fmt.Errorf("%s: received %d bytes from rank %d, want %d from rank %d", what, st.Len, st.Source, 8*count, from)
 			}
 			if err := same(what, recv, values[int64](from, salt, 0, count)); err != nil {
 				return err
@@ -216,7 +214,53 @@ func checkSendrecv(k *checker, c *comm.Comm) error {
 	return nil
 }
 
-// asBytes views a slice of numbers as its bytes, for comm's calls.
-func asBytes[T number](s []T) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(*new(T))))
+// checkMessages sends every size class to every other rank with Isend,
+// receives from any rank with Irecv, and waits for all of them together
+// with a non-blocking AllReduce issued among them: each receive's Status
+// names its sender, whose data it holds.
+func checkMessages(k *checker) error {
+	for _, count := range counts {
+		salt := k.next()
+		var reqs, recvs []collectives.Request
+		var bufs [][]float32
+		for j := range k.size {
+			if j == k.rank {
+				continue
+			}
+			buf := make([]float32, count)
+			r, err := collectives.Irecv(k.ctx, k.g, collectives.AnySource, uint64(salt), buf)
+			if err != nil {
+				return err
+			}
+			s, err := collectives.Isend(k.ctx, k.g, j, uint64(salt), values[float32](k.rank, salt, 0, count))
+			if err != nil {
+				return err
+			}
+			reqs, recvs, bufs = append(reqs, r, s), append(recvs, r), append(bufs, buf)
+		}
+		sum := []int64{int64(k.rank)}
+		ar, err := collectives.IAllReduce(k.ctx, k.g, sum, sum, collectives.Sum)
+		if err != nil {
+			return err
+		}
+		what := fmt.Sprintf("messages of %d elements", count)
+		if err := collectives.WaitAll(k.ctx, append(reqs, ar)...); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if want := int64(k.size * (k.size - 1) / 2); sum[0] != want {
+			return fmt.Errorf("%s: the AllReduce among them gave %d, want %d", what, sum[0], want)
+		}
+		from := map[int]bool{}
+		for i, r := range recvs {
+			st := r.Status()
+			if st.Source < 0 || st.Source >= k.size || st.Source == k.rank || from[st.Source] || st.Len != 4*count {
+				return fmt.Errorf("%s: a receive's Status is %+v", what, st)
+			}
+			from[st.Source] = true
+			if err := same(fmt.Sprintf("%s from rank %d", what, st.Source), bufs[i], values[float32](st.Source, salt, 0, count)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

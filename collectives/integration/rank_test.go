@@ -23,9 +23,7 @@ func rankMain() int {
 	}
 	k := &checker{ctx: ctx, g: g, rank: c.Rank(), size: c.Size()}
 	err := runChecks(k, c)
-	// Close the group before the communicator: it returns its scratch
-	// memory to it.
-	err = errors.Join(err, g.Close(), c.Close())
+	err = errors.Join(err, g.Close())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rank %d: %v\n", k.rank, err)
 		return 1
@@ -38,27 +36,16 @@ func rankMain() int {
 	return 0
 }
 
-// join joins the job from the launcher's environment and makes a group;
-// on failure it says why and returns the exit code.
+// join opens the job's group from the launcher's environment and returns
+// it with its communicator; on failure it says why and returns the exit
+// code.
 func join(ctx context.Context) (*comm.Comm, *collectives.Group, int) {
-	c, err := comm.Init(ctx, comm.Options{})
+	g, err := collectives.Open(ctx, collectives.Options{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "init:", err)
+		fmt.Fprintln(os.Stderr, "open:", err)
 		return nil, nil, 2
 	}
-	gopts, err := collectives.OptionsFromEnv()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "new group:", err)
-		_ = c.Close()
-		return nil, nil, 2
-	}
-	g, err := collectives.New(c.P2P(), gopts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "new group:", err)
-		_ = c.Close()
-		return nil, nil, 2
-	}
-	return c, g, 0
+	return g.Comm(), g, 0
 }
 
 // roleLeave makes the last rank exit after one barrier while the others
@@ -112,7 +99,8 @@ func runChecks(k *checker, c *comm.Comm) error {
 		checkInFlight,
 		checkWaitAll,
 		checkMismatch,
-		func(k *checker) error { return checkSendrecv(k, c) },
+		checkSendrecv,
+		checkMessages,
 		func(k *checker) error { return checkReproducible(k, c.P2P()) },
 	} {
 		if err := check(k); err != nil {

@@ -60,16 +60,12 @@ func shrinkMain() int {
 	ctx, cancel := context.WithTimeout(context.Background(), rankTimeout)
 	defer cancel()
 	// A short lease: the death is known a second after it.
-	c, err := comm.Init(ctx, comm.Options{LeaseTTL: time.Second})
+	world, err := collectives.Open(ctx, collectives.Options{Comm: comm.Options{LeaseTTL: time.Second}})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "init:", err)
+		fmt.Fprintln(os.Stderr, "open:", err)
 		return 2
 	}
-	g, err := collectives.New(c.P2P(), collectives.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "group:", err)
-		return 2
-	}
+	g, c := world, world.Comm()
 	kill, _ := strconv.Atoi(os.Getenv(envKillStep))
 	victim := c.Size() - 1
 	buf := make([]int64, 1000)
@@ -86,19 +82,13 @@ func shrinkMain() int {
 		case err == nil:
 		case died < 0 && blames(err, victim):
 			died = step
-			sub, err := c.Shrink(ctx)
-			if err != nil {
+			// The world's group stays failed, and open: closing it
+			// would leave the job.
+			if g, err = world.Shrink(ctx); err != nil {
 				fmt.Fprintln(os.Stderr, "shrink:", err)
 				return 1
 			}
-			// The old group holds the old communicator's memory: close it
-			// first; its failure is known.
-			_ = g.Close()
-			c = sub
-			if g, err = collectives.New(c.P2P(), collectives.Options{}); err != nil {
-				fmt.Fprintln(os.Stderr, "group:", err)
-				return 1
-			}
+			c = g.Comm()
 			step-- // again, with the survivors
 			continue
 		default:
@@ -116,8 +106,14 @@ func shrinkMain() int {
 			}
 		}
 	}
-	if err := g.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "close group:", err)
+	if g != world {
+		if err := g.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "close the shrunk group:", err)
+			return 1
+		}
+	}
+	if err := world.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "close:", err)
 		return 1
 	}
 	fmt.Printf("ok: rank %d died at step %d; shrunk to rank %d of %d\n", victim, died, c.Rank(), c.Size())

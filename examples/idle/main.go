@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/collectives"
-	"github.com/rdmacell/rdmacell/comm"
 )
 
 func main() {
@@ -36,20 +35,7 @@ func main() {
 }
 
 func run(ctx context.Context, idle time.Duration, traceDir string) (err error) {
-	c, err := comm.Init(ctx, comm.Options{})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := c.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	gopts, err := collectives.OptionsFromEnv()
-	if err != nil {
-		return err
-	}
-	g, err := collectives.New(c.P2P(), gopts)
+	g, err := collectives.Open(ctx, collectives.Options{})
 	if err != nil {
 		return err
 	}
@@ -64,7 +50,7 @@ func run(ctx context.Context, idle time.Duration, traceDir string) (err error) {
 	fmt.Printf("pid %d idle for %v\n", os.Getpid(), idle)
 	stopTrace := func() {}
 	if traceDir != "" {
-		f, err := os.Create(filepath.Join(traceDir, fmt.Sprintf("rank-%d.trace", c.Rank())))
+		f, err := os.Create(filepath.Join(traceDir, fmt.Sprintf("rank-%d.trace", g.Rank())))
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/collectives"
-	"github.com/rdmacell/rdmacell/comm"
 )
 
 func main() {
@@ -33,20 +32,7 @@ func main() {
 }
 
 func run(ctx context.Context, n int, seed uint64) (err error) {
-	c, err := comm.Init(ctx, comm.Options{})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := c.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	gopts, err := collectives.OptionsFromEnv()
-	if err != nil {
-		return err
-	}
-	g, err := collectives.New(c.P2P(), gopts)
+	g, err := collectives.Open(ctx, collectives.Options{})
 	if err != nil {
 		return err
 	}

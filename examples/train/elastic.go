@@ -11,27 +11,25 @@ import (
 	"github.com/rdmacell/rdmacell/flight"
 )
 
-// team is the ranks that train together: the communicator, its group and
-// the gradient buckets over it. With -elastic it shrinks when a rank dies
-// (run the job with cellrun --elastic, which lets the others go on).
+// team is the ranks that train together: their group and the gradient
+// buckets over it. With -elastic it shrinks when a rank dies (run the job
+// with cellrun --elastic, which lets the others go on).
 type team struct {
-	world *comm.Comm // closed by run
-	c     *comm.Comm // world, or what it shrank to
-	g     *collectives.Group
-	gopts collectives.Options
+	world *collectives.Group // Open's: closing it leaves the job
+	g     *collectives.Group // world, or what it shrank to
 	sync  *gradSync
 }
 
 func (t *team) rank() int { return t.g.Rank() }
 func (t *team) size() int { return t.g.Size() }
 
-// close closes the group, and the communicator if it is a shrunk one.
+// close closes the shrunk group, if there is one, then the world's.
 func (t *team) close() error {
-	err := t.g.Close()
-	if t.c != t.world {
-		err = errors.Join(err, t.c.Close())
+	var err error
+	if t.g != t.world {
+		err = t.g.Close()
 	}
-	return err
+	return errors.Join(err, t.world.Close())
 }
 
 // recover answers the failure err of an operation at sample pos of the
@@ -45,21 +43,20 @@ func (t *team) recover(ctx context.Context, cfg config, model *mlp, pos int, err
 		if !cfg.elastic || ctx.Err() != nil {
 			return 0, err
 		}
-		sub, serr := t.c.Shrink(ctx)
+		sub, serr := t.g.Shrink(ctx)
 		if serr != nil {
 			return 0, errors.Join(err, serr)
 		}
-		if sub.Size() == t.c.Size() {
+		if sub.Size() == t.g.Size() {
 			_ = sub.Close()
 			return 0, err // nobody died: a failure of another kind
 		}
-		lost := lostRanks(t.c, sub)
-		old := t.c
-		_ = t.close() // the old group failed with err already
-		t.c = sub
-		if t.g, err = collectives.New(sub.P2P(), t.gopts); err != nil {
-			return 0, err
+		lost := lostRanks(t.g.Comm(), sub.Comm())
+		old := t.g
+		if old != t.world {
+			_ = old.Close() // it failed with err already
 		}
+		t.g = sub
 		t.sync = newGradSync(t.g, model, cfg.bucket)
 		var at int
 		if at, err = t.agree(ctx, model, pos); err != nil {

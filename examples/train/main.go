@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/rdmacell/rdmacell/collectives"
-	"github.com/rdmacell/rdmacell/comm"
 )
 
 // config is the command line.
@@ -87,31 +86,14 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) (err error) {
-	// Zero Options: the rank, world size, job and rendezvous come from the
-	// environment the launcher sets (RDMACELL_RANK and so on).
-	c, err := comm.Init(ctx, comm.Options{})
+	// Zero Comm options: the rank, world size, job and rendezvous come
+	// from the environment the launcher sets (RDMACELL_RANK and so on).
+	g, err := collectives.Open(ctx, collectives.Options{Reproducible: cfg.reproducible, Exact: cfg.exact})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := c.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	gopts, err := collectives.OptionsFromEnv()
-	if err != nil {
-		return err
-	}
-	gopts.Reproducible = gopts.Reproducible || cfg.reproducible
-	cfg.reproducible = gopts.Reproducible
-	gopts.Exact = cfg.exact
-	g, err := collectives.New(c.P2P(), gopts)
-	if err != nil {
-		return err
-	}
-	t := &team{world: c, c: c, g: g, gopts: gopts}
-	// Close the group before the communicator: it hands its scratch
-	// memory back to it.
+	cfg.reproducible = g.Options().Reproducible // RDMACELL_REPRODUCIBLE too
+	t := &team{world: g, g: g}
 	defer func() {
 		if terr := t.close(); terr != nil && err == nil {
 			err = terr

@@ -199,3 +199,23 @@ func TestUnresponsivePeerTimesOut(t *testing.T) {
 	require.Equal(t, verbs.StatusRetryExceeded, waitWC(t, a.cq, 1)[0].Status)
 	require.Equal(t, verbs.StateErr, a.qp.State())
 }
+
+// Peers map the memory file of a region, and adopted memory has none:
+// registering it is refused, and the PD registers on as before.
+func TestRegMRRefusesAdoptedMemory(t *testing.T) {
+	d := openDevice(t)
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	defer pd.Close()
+	m, err := verbs.Adopt(make([]byte, 4096))
+	require.NoError(t, err)
+	defer m.Free()
+	_, err = pd.RegMR(m.Bytes(), rw)
+	require.ErrorIs(t, err, verbs.ErrInvalidArgument)
+	a, err := verbs.Alloc(4096)
+	require.NoError(t, err)
+	defer a.Free()
+	mr, err := pd.RegMR(a.Bytes(), rw)
+	require.NoError(t, err)
+	require.NoError(t, mr.Close())
+}

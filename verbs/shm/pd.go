@@ -25,6 +25,10 @@ var _ verbs.PD = (*PD)(nil)
 
 // RegMR implements verbs.PD. It publishes the region in the device's
 // region table, where peers check their WRITEs against it.
+//
+// Memory of verbs.Adopt is refused with an error wrapping
+// verbs.ErrInvalidArgument: peers map the memory file of a region, and
+// adopted memory has none.
 func (pd *PD) RegMR(mem []byte, access verbs.Access) (verbs.MR, error) {
 	d := pd.dev
 	smr, err := pd.mrs.Register(mem, access)
@@ -32,6 +36,10 @@ func (pd *PD) RegMR(mem []byte, access verbs.Access) (verbs.MR, error) {
 		return nil, fmt.Errorf("shm: register region: %w", err)
 	}
 	m, off := smr.Memory()
+	if m.Adopted() {
+		_ = smr.Close()
+		return nil, fmt.Errorf("shm: register region: %w: memory of verbs.Adopt has no memory file for peers to map; register memory of verbs.Alloc", verbs.ErrInvalidArgument)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed || pd.closed {

@@ -76,24 +76,16 @@ func Run(ctx context.Context, cfg Config, out, errs io.Writer) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	c, err := comm.Init(ctx, comm.Options{})
+	g, err := collectives.Open(ctx, collectives.Options{})
 	if err != nil {
-		return fmt.Errorf("traffic: init: %w", err)
+		return fmt.Errorf("traffic: open: %w", err)
 	}
 	defer func() {
-		if cerr := c.Close(); cerr != nil && err == nil {
+		if cerr := g.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("traffic: close: %w", cerr)
 		}
 	}()
-	gopts, err := collectives.OptionsFromEnv()
-	if err != nil {
-		return fmt.Errorf("traffic: group: %w", err)
-	}
-	g, err := collectives.New(c.P2P(), gopts)
-	if err != nil {
-		return fmt.Errorf("traffic: group: %w", err)
-	}
-	defer g.Close()
+	c := g.Comm()
 	r := &runner{c: c, g: g, cfg: cfg, out: out, errs: errs}
 	if c.Rank() != 0 {
 		r.out = io.Discard

@@ -45,30 +45,22 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 	b.op, _ = opByName(cfg.Op)
 	b.sizes = Sizes(cfg.MinBytes, cfg.MaxBytes, cfg.Factor, cfg.Step)
 
-	b.comm, err = comm.Init(ctx, comm.Options{Policy: comm.Policy(cfg.Policy), Paths: cfg.Paths})
+	b.group, err = collectives.Open(ctx, collectives.Options{
+		Comm:         comm.Options{Policy: comm.Policy(cfg.Policy), Paths: cfg.Paths},
+		Algorithm:    cfg.Algorithm,
+		ChunkBytes:   cfg.Chunk,
+		Reproducible: cfg.Reproducible,
+		Exact:        cfg.Exact,
+	})
 	if err != nil {
 		return fmt.Errorf("join the job: %w", err)
 	}
-	defer func() { err = errors.Join(err, b.comm.Close()) }()
+	defer func() { err = errors.Join(err, b.group.Close()) }()
+	b.comm = b.group.Comm()
 	b.rank, b.n = b.comm.Rank(), b.comm.Size()
 	if cfg.Root < 0 || cfg.Root >= b.n {
 		return fmt.Errorf("root %d: want 0 <= -r < %d ranks", cfg.Root, b.n)
 	}
-	gopts, err := collectives.OptionsFromEnv()
-	if err != nil {
-		return err
-	}
-	if cfg.Algorithm != collectives.Auto {
-		gopts.Algorithm = cfg.Algorithm
-	}
-	gopts.ChunkBytes = cfg.Chunk
-	gopts.Reproducible = gopts.Reproducible || cfg.Reproducible
-	gopts.Exact = cfg.Exact
-	b.group, err = collectives.New(b.comm.P2P(), gopts)
-	if err != nil {
-		return fmt.Errorf("collective group: %w", err)
-	}
-	defer func() { err = errors.Join(err, b.group.Close()) }()
 	if b.f64, b.i64, err = scalars(b.comm); err != nil {
 		return err
 	}
