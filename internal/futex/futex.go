@@ -30,7 +30,9 @@ func Wait(addr *uint32, val uint32, d time.Duration) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), waitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
-// Wake wakes every waiter on addr.
+// Wake wakes every waiter on addr. A wake never blocks, so it is a raw
+// system call: entering it through the runtime would cost, each time the
+// runtime's monitor thread sleeps, a wake of that thread too.
 func Wake(addr *uint32) {
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), wakeOp, 1<<30, 0, 0, 0)
+	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), wakeOp, 1<<30, 0, 0, 0)
 }

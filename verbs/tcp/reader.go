@@ -32,6 +32,7 @@ type reader struct {
 	// to raw.Read is made once and reading allocates nothing.
 	iov  [2]unix.Iovec
 	niov int
+	len  int // the bytes iov covers
 	n    int
 	err  error
 	fn   func(fd uintptr) bool
@@ -145,12 +146,13 @@ func (r *reader) readv(a, b []byte) (int, error) {
 		}
 		return r.conn.Read(b)
 	}
-	r.niov = 0
+	r.niov, r.len = 0, 0
 	for _, p := range [2][]byte{a, b} {
 		if len(p) > 0 {
 			r.iov[r.niov].Base = unsafe.SliceData(p)
 			r.iov[r.niov].SetLen(len(p))
 			r.niov++
+			r.len += len(p)
 		}
 	}
 	r.n, r.err = 0, nil
@@ -170,10 +172,10 @@ func (r *reader) readv(a, b []byte) (int, error) {
 // the socket is readable.
 func (r *reader) readvFD(fd uintptr) bool {
 	for {
-		n, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&r.iov[0])), uintptr(r.niov))
+		n, e := iovCall(unix.SYS_READV, fd, &r.iov[0], r.niov, r.len)
 		switch e {
 		case 0:
-			r.n = int(n)
+			r.n = n
 			return true
 		case unix.EINTR:
 			continue
@@ -183,6 +185,30 @@ func (r *reader) readvFD(fd uintptr) bool {
 		r.err = e
 		return true
 	}
+}
+
+// rawMax bounds the bytes of a readv or writev made as a raw system
+// call, which skips the runtime's bookkeeping around a system call. The
+// sockets are non-blocking, so neither call can block, and copying this
+// much takes microseconds, during which the goroutine cannot be
+// preempted; larger calls, a payload read or written in place, go
+// through the runtime as usual. A profile of a two-rank 8-byte AllReduce
+// over tcp spent 7% of its CPU on entering these calls, waking the
+// runtime's monitor thread so that it could take the processor back
+// from a call that blocks, which these never do.
+const rawMax = 64 << 10
+
+// iovCall makes the readv or writev trap over niov vectors from iov,
+// covering n bytes, and returns its result and errno.
+func iovCall(trap, fd uintptr, iov *unix.Iovec, niov, n int) (int, syscall.Errno) {
+	var r uintptr
+	var e syscall.Errno
+	if n <= rawMax {
+		r, _, e = unix.RawSyscall(trap, fd, uintptr(unsafe.Pointer(iov)), uintptr(niov))
+	} else {
+		r, _, e = unix.Syscall(trap, fd, uintptr(unsafe.Pointer(iov)), uintptr(niov))
+	}
+	return int(r), e
 }
 
 // pending reports whether bytes wait unread in the socket. It may run
