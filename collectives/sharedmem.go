@@ -50,7 +50,11 @@ import (
 // has ranks, a spinning rank would hold the processor its peer needs, so
 // it yields the processor at every look instead (with four ranks on two
 // processors an 8-byte AllReduce then took 30 µs, against 100 µs when
-// sleeping at once). Between sleeps it checks its context, the
+// sleeping at once); so does any wait once it has spun shSpinAlone, since
+// a peer that late is likely waiting for a processor that other processes
+// took (a busy process beside two ranks on two cores made an 8-byte
+// AllReduce take 1 µs or 190 µs by where the kernel put it, and 13 µs
+// every time with the yield). Between sleeps it checks its context, the
 // communicator (comm's Err: an abort, a dead rank) and the lock of the
 // rank it waits for, which the kernel drops when that process exits: a
 // dead peer is an error naming it within shSleep.
@@ -78,7 +82,10 @@ const (
 	// tagShare marks the messages that set the segment up.
 	tagShare = tagVerify | 1<<62
 	shSpin   = 200 * time.Microsecond
-	shSleep  = 2 * time.Millisecond
+	// shSpinAlone is how long a wait spins without yielding its
+	// processor.
+	shSpinAlone = 5 * time.Microsecond
+	shSleep     = 2 * time.Millisecond
 	// shDirect: every rank combines the whole of an AllReduce up to
 	// this size (of any size, with two ranks); above it, with more
 	// ranks, each combines a share.
@@ -236,11 +243,12 @@ func (s *shared) await(ctx context.Context) (int, error) {
 	}
 	var start time.Time
 	late := -1
+	yield := s.yield
 	for i := 1; ; i++ {
 		if r = s.laggard(r); r < 0 {
 			return -1, nil
 		}
-		if s.yield {
+		if yield {
 			// Raw: the runtime is not told, so it neither wakes another
 			// thread to take this one's processor while the kernel runs
 			// a peer, nor makes this one queue for it on return. Four
@@ -256,7 +264,11 @@ func (s *shared) await(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return r, err
 		}
-		if time.Since(start) < shSpin {
+		if d := time.Since(start); d < shSpin {
+			// A peer that has not arrived after shSpinAlone is likely
+			// waiting for a processor this rank's spinning holds (other
+			// processes took the rest): yield it from then on.
+			yield = yield || d >= shSpinAlone
 			continue
 		}
 		if err := s.blocked(r); err != nil {
