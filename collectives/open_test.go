@@ -30,7 +30,7 @@ func openAll(t *testing.T, world int, transport comm.Transport) []*collectives.G
 	for r := range world {
 		wg.Go(func() {
 			gs[r], errs[r] = collectives.Open(bounded(t), collectives.Options{Comm: comm.Options{
-				Rank: r, WorldSize: world, Job: strings.ReplaceAll(t.Name(), "/", "-"), Store: store, Transport: transport,
+				Rank: r, WorldSize: world, Job: strings.NewReplacer("/", "-", "=", "").Replace(t.Name()), Store: store, Transport: transport,
 			}})
 		})
 	}
@@ -168,14 +168,16 @@ func TestSplit(t *testing.T) {
 }
 
 // TestMessages sends typed messages between the ranks of a group over
-// both transports: blocking and not, from any rank and with any tag, a
+// both transports and several world sizes: blocking and not, from any rank and with any tag, a
 // ring shift, probes, and requests of messages and collectives waited for
 // together.
 func TestMessages(t *testing.T) {
-	for _, transport := range []comm.Transport{comm.TransportShm, comm.TransportTCP} {
-		t.Run(string(transport), func(t *testing.T) {
-			const world = 3
-			gs := openAll(t, world, transport)
+	for _, c := range []struct {
+		transport comm.Transport
+		world     int
+	}{{comm.TransportShm, 2}, {comm.TransportShm, 3}, {comm.TransportShm, 5}, {comm.TransportShm, 8}, {comm.TransportTCP, 2}, {comm.TransportTCP, 3}} {
+		t.Run(fmt.Sprintf("%s/n=%d", c.transport, c.world), func(t *testing.T) {
+			gs := openAll(t, c.world, c.transport)
 			ctx := bounded(t)
 			each(t, gs, func(g *collectives.Group) error {
 				r, n := g.Rank(), g.Size()
