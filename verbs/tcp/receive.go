@@ -264,6 +264,7 @@ func (l *link) scatter(h *header) bool {
 // readPayload reads len(dst) bytes into dst, recording progress per
 // chunk; last says dst ends the frame.
 func (l *link) readPayload(dst []byte, last bool) error {
+	soft.RaceSync()
 	for len(dst) > 0 {
 		n := min(len(dst), readChunk)
 		if err := l.rd.fill(dst[:n], last && n == len(dst)); err != nil {

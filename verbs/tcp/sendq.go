@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/rdmacell/rdmacell/verbs"
+	"github.com/rdmacell/rdmacell/verbs/internal/soft"
 )
 
 // sendSlot is one posted send request, copied out of the caller's SendWR
@@ -50,6 +51,7 @@ func (s *sendQueue) reset()                    { s.head, s.sent, s.tail = 0, 0, 
 // takes them without waiting, anything else is left to the sender
 // goroutine. It never waits for the network.
 func (q *QP) PostSend(wr *verbs.SendWR) (*verbs.SendWR, error) {
+	soft.RaceSync()
 	q.mu.Lock()
 	if q.state != verbs.StateRTS {
 		st := q.state
@@ -249,6 +251,7 @@ func (q *QP) failLocalLocked() {
 // PostRecv implements verbs.QP. Receives may be posted from StateInit on;
 // each SGE must name local memory with local write access.
 func (q *QP) PostRecv(wr *verbs.RecvWR) (*verbs.RecvWR, error) {
+	soft.RaceSync()
 	q.mu.Lock()
 	if q.closed || q.state == verbs.StateReset || q.state == verbs.StateErr {
 		st := q.state
