@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rdmacell/rdmacell/collectives/internal/memp2p"
+	"github.com/rdmacell/rdmacell/comm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -172,6 +173,28 @@ func TestEnvAlgorithm(t *testing.T) {
 	require.Equal(t, Ring, choose(kAllReduce, w.groups[0].algo, 3, 4))
 	require.Equal(t, Tree, choose(kBroadcast, w.groups[0].algo, 3, 4), "collectives without a ring choose for themselves")
 	suiteOf("float32").allReduce(t, w, 10, Sum, false)
+}
+
+// TestOpenReadsEnv: with no world size, Open takes the environment's
+// algorithm unless the options force one, and turns Reproducible on if
+// either asks; with a world size it reads no environment.
+func TestOpenReadsEnv(t *testing.T) {
+	t.Setenv(EnvAlgorithm, "ring")
+	t.Setenv("RDMACELL_REPRODUCIBLE", "1")
+	got, err := withEnv(Options{})
+	require.NoError(t, err)
+	require.Equal(t, Ring, got.Algorithm)
+	require.True(t, got.Reproducible)
+	got, err = withEnv(Options{Algorithm: Tree})
+	require.NoError(t, err)
+	require.Equal(t, Tree, got.Algorithm, "the options' algorithm stands")
+	got, err = withEnv(Options{Comm: comm.Options{WorldSize: 2}})
+	require.NoError(t, err)
+	require.Equal(t, Auto, got.Algorithm)
+	require.False(t, got.Reproducible)
+	t.Setenv(EnvAlgorithm, "bogus")
+	_, err = withEnv(Options{})
+	require.ErrorIs(t, err, ErrUnknownAlgorithm)
 }
 
 func TestChoose(t *testing.T) {

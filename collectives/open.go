@@ -23,15 +23,9 @@ import (
 // environment. An option that cannot be used is an *ArgError before
 // anything joins.
 func Open(ctx context.Context, opts Options) (*Group, error) {
-	if opts.Comm.WorldSize == 0 {
-		env, err := OptionsFromEnv()
-		if err != nil {
-			return nil, err
-		}
-		if opts.Algorithm == Auto {
-			opts.Algorithm = env.Algorithm
-		}
-		opts.Reproducible = opts.Reproducible || env.Reproducible
+	opts, err := withEnv(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := opts.check(opts.Comm.Rank, "Open"); err != nil {
 		return nil, err
@@ -41,6 +35,23 @@ func Open(ctx context.Context, opts Options) (*Group, error) {
 		return nil, err
 	}
 	return owning(c, opts)
+}
+
+// withEnv is opts over what the launcher's environment asks for, when
+// opts give no world size.
+func withEnv(opts Options) (Options, error) {
+	if opts.Comm.WorldSize != 0 {
+		return opts, nil
+	}
+	env, err := OptionsFromEnv()
+	if err != nil {
+		return Options{}, err
+	}
+	if opts.Algorithm == Auto {
+		opts.Algorithm = env.Algorithm
+	}
+	opts.Reproducible = opts.Reproducible || env.Reproducible
+	return opts, nil
 }
 
 // owning returns a group over c that closes c.
