@@ -79,7 +79,10 @@ func (m *memory) adopt(b []byte) (*region, error) {
 			return nil, err
 		}
 	}
-	return r, m.insert(r)
+	if err := m.insert(r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // insert adds r to the regions lookup finds; after close it releases r.
