@@ -158,6 +158,22 @@ func (r Request) Status() Status {
 	return r.msg.h.Status()
 }
 
+// active returns the collective of r, if r is one not spent yet, or its
+// message, likewise; nil and nil for a spent or zero Request.
+func (r Request) active() (*operation, *p2pOp) {
+	if m := r.msg; m != nil {
+		if m.spent {
+			return nil, nil
+		}
+		return nil, m
+	}
+	op, err := r.live()
+	if err != nil {
+		return nil, nil
+	}
+	return op, nil
+}
+
 func (r Request) live() (*operation, error) {
 	if r.op == nil {
 		return nil, fmt.Errorf("collectives: zero Request: %w", ErrRequestDone)

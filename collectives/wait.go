@@ -17,32 +17,24 @@ import (
 func WaitAll(ctx context.Context, reqs ...Request) error {
 	// The requests are spent only once all of them are done.
 	for i, r := range reqs {
-		if m := r.msg; m != nil {
-			if m.spent {
-				continue
-			}
+		switch op, m := r.active(); {
+		case m != nil:
 			if err := m.wait(ctx); err != nil {
 				return fmt.Errorf("collectives: waiting for request %d of %d: %w", i, len(reqs), err)
 			}
-			continue
-		}
-		op, err := r.live()
-		if err != nil {
-			continue
-		}
-		if !op.completed(ctx) {
-			return fmt.Errorf("collectives: waiting for request %d of %d (%s #%d): %w", i, len(reqs), op.kind, op.seq, ctx.Err())
+		case op != nil:
+			if !op.completed(ctx) {
+				return fmt.Errorf("collectives: waiting for request %d of %d (%s #%d): %w", i, len(reqs), op.kind, op.seq, ctx.Err())
+			}
 		}
 	}
 	var errs []error
 	for i, r := range reqs {
 		var err error
-		if m := r.msg; m != nil {
-			if m.spent {
-				continue
-			}
+		switch op, m := r.active(); {
+		case m != nil:
 			err = m.take()
-		} else if op, lerr := r.live(); lerr == nil {
+		case op != nil:
 			err = op.take()
 		}
 		if err != nil {
@@ -66,18 +58,15 @@ func WaitAll(ctx context.Context, reqs ...Request) error {
 func WaitAny(ctx context.Context, reqs ...Request) (int, error) {
 	one, many := -1, false // the earliest collective of the first group seen; another group or a message seen
 	for i, r := range reqs {
-		if m := r.msg; m != nil {
-			if m.spent {
-				continue
-			}
+		op, m := r.active()
+		if m != nil {
 			if done, _, _ := m.h.Test(); done {
 				return i, m.take()
 			}
 			many = true
 			continue
 		}
-		op, err := r.live()
-		if err != nil {
+		if op == nil {
 			continue
 		}
 		if op.state.Load() == opDone {
@@ -111,14 +100,12 @@ func WaitAny(ctx context.Context, reqs ...Request) (int, error) {
 func waitAnyMixed(ctx context.Context, reqs []Request) (int, error) {
 	var first, msgs []int
 	for i, r := range reqs {
-		if m := r.msg; m != nil {
-			if !m.spent {
-				msgs = append(msgs, i)
-			}
+		op, m := r.active()
+		if m != nil {
+			msgs = append(msgs, i)
 			continue
 		}
-		op, err := r.live()
-		if err != nil {
+		if op == nil {
 			continue
 		}
 		j := -1

@@ -44,21 +44,7 @@ func (m *memory) alloc(n int, user bool) (*region, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &region{mem: mem, addr: mem.Addr(), n: n, user: user}
-	for d, pd := range m.pds {
-		if pd == nil {
-			continue
-		}
-		if r.mrs[d], err = pd.RegMR(mem.Bytes(), accessAll); err != nil {
-			err = fmt.Errorf("register %d bytes with %s: %w", n, device(d), err)
-			_ = r.release()
-			return nil, err
-		}
-	}
-	if err := m.insert(r); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return m.add(&region{mem: mem, addr: mem.Addr(), n: n, user: user})
 }
 
 // adopt registers memory the program owns with every device that can
@@ -68,36 +54,34 @@ func (m *memory) adopt(b []byte) (*region, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &region{mem: mem, addr: mem.Addr(), n: len(b), adopted: true}
+	return m.add(&region{mem: mem, addr: mem.Addr(), n: len(b), adopted: true})
+}
+
+// add registers r's memory with every device it can be registered with
+// and makes it a region lookup finds; on failure it releases r.
+func (m *memory) add(r *region) (*region, error) {
 	for d, pd := range m.pds {
-		if pd == nil || device(d) == devShm {
+		if pd == nil || r.adopted && device(d) == devShm {
 			continue
 		}
-		if r.mrs[d], err = pd.RegMR(b, accessAll); err != nil {
-			err = fmt.Errorf("register %d bytes with %s: %w", len(b), device(d), err)
+		var err error
+		if r.mrs[d], err = pd.RegMR(r.bytes(), accessAll); err != nil {
+			err = fmt.Errorf("register %d bytes with %s: %w", r.n, device(d), err)
 			_ = r.release()
 			return nil, err
 		}
 	}
-	if err := m.insert(r); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// insert adds r to the regions lookup finds; after close it releases r.
-func (m *memory) insert(r *region) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		_ = r.release()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	i := sort.Search(len(m.byAddr), func(i int) bool { return m.byAddr[i].addr > r.addr })
 	m.byAddr = append(m.byAddr, nil)
 	copy(m.byAddr[i+1:], m.byAddr[i:])
 	m.byAddr[i] = r
-	return nil
+	return r, nil
 }
 
 // release deregisters r and frees its memory.

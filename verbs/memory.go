@@ -89,14 +89,11 @@ func Adopt(b []byte) (*Memory, error) {
 	defer allocs.Unlock()
 	addr, end := m.Addr(), m.Addr()+uint64(len(b))
 	i := sort.Search(len(allocs.byAddr), func(i int) bool { return allocs.byAddr[i].Addr() > addr })
-	if i > 0 {
-		if prev := allocs.byAddr[i-1]; prev.Addr()+uint64(prev.Len()) > addr {
-			return nil, fmt.Errorf("%w: adopt %d bytes at %#x: they overlap memory at %#x (%d bytes)", ErrInvalidArgument, len(b), addr, prev.Addr(), prev.Len())
+	// Only the memory before b and the memory after it can overlap it.
+	for _, o := range allocs.byAddr[max(i-1, 0):min(i+1, len(allocs.byAddr))] {
+		if o.Addr() < end && addr < o.Addr()+uint64(o.Len()) {
+			return nil, fmt.Errorf("%w: adopt %d bytes at %#x: they overlap memory at %#x (%d bytes)", ErrInvalidArgument, len(b), addr, o.Addr(), o.Len())
 		}
-	}
-	if i < len(allocs.byAddr) && allocs.byAddr[i].Addr() < end {
-		next := allocs.byAddr[i]
-		return nil, fmt.Errorf("%w: adopt %d bytes at %#x: they overlap memory at %#x (%d bytes)", ErrInvalidArgument, len(b), addr, next.Addr(), next.Len())
 	}
 	allocs.byAddr = append(allocs.byAddr, nil)
 	copy(allocs.byAddr[i+1:], allocs.byAddr[i:])

@@ -45,7 +45,6 @@ type link struct {
 	rest     [][]byte // the unwritten end of an inline write
 	iov      []unix.Iovec
 	niov, wn int
-	wlen     int // the bytes iov covers
 	werr     error
 	wfn      func(fd uintptr) bool
 

@@ -32,7 +32,6 @@ type reader struct {
 	// to raw.Read is made once and reading allocates nothing.
 	iov  [2]unix.Iovec
 	niov int
-	len  int // the bytes iov covers
 	n    int
 	err  error
 	fn   func(fd uintptr) bool
@@ -146,13 +145,12 @@ func (r *reader) readv(a, b []byte) (int, error) {
 		}
 		return r.conn.Read(b)
 	}
-	r.niov, r.len = 0, 0
+	r.niov = 0
 	for _, p := range [2][]byte{a, b} {
 		if len(p) > 0 {
 			r.iov[r.niov].Base = unsafe.SliceData(p)
 			r.iov[r.niov].SetLen(len(p))
 			r.niov++
-			r.len += len(p)
 		}
 	}
 	r.n, r.err = 0, nil
@@ -172,7 +170,7 @@ func (r *reader) readv(a, b []byte) (int, error) {
 // the socket is readable.
 func (r *reader) readvFD(fd uintptr) bool {
 	for {
-		n, e := iovCall(unix.SYS_READV, fd, &r.iov[0], r.niov, r.len)
+		n, e := iovCall(unix.SYS_READV, fd, r.iov[:r.niov])
 		switch e {
 		case 0:
 			r.n = n
@@ -198,15 +196,20 @@ func (r *reader) readvFD(fd uintptr) bool {
 // from a call that blocks, which these never do.
 const rawMax = 64 << 10
 
-// iovCall makes the readv or writev trap over niov vectors from iov,
-// covering n bytes, and returns its result and errno.
-func iovCall(trap, fd uintptr, iov *unix.Iovec, niov, n int) (int, syscall.Errno) {
+// iovCall makes the readv or writev trap over iov and returns its result
+// and errno.
+func iovCall(trap, fd uintptr, iov []unix.Iovec) (int, syscall.Errno) {
+	var n uint64
+	for _, v := range iov {
+		n += v.Len
+	}
+	// Direct calls, so that the compiler keeps iov alive across them.
 	var r uintptr
 	var e syscall.Errno
 	if n <= rawMax {
-		r, _, e = unix.RawSyscall(trap, fd, uintptr(unsafe.Pointer(iov)), uintptr(niov))
+		r, _, e = unix.RawSyscall(trap, fd, uintptr(unsafe.Pointer(unsafe.SliceData(iov))), uintptr(len(iov)))
 	} else {
-		r, _, e = unix.Syscall(trap, fd, uintptr(unsafe.Pointer(iov)), uintptr(niov))
+		r, _, e = unix.Syscall(trap, fd, uintptr(unsafe.Pointer(unsafe.SliceData(iov))), uintptr(len(iov)))
 	}
 	return int(r), e
 }

@@ -267,7 +267,7 @@ func (l *link) write(vec [][]byte) error {
 // writeNow writes vec with one non-blocking writev and returns how many
 // bytes the socket took. vec has at most inlineIov elements.
 func (l *link) writeNow(vec [][]byte) (int, error) {
-	l.niov, l.wlen = 0, 0
+	l.niov = 0
 	for _, b := range vec {
 		if len(b) == 0 {
 			continue
@@ -275,7 +275,6 @@ func (l *link) writeNow(vec [][]byte) (int, error) {
 		l.iov[l.niov].Base = unsafe.SliceData(b)
 		l.iov[l.niov].SetLen(len(b))
 		l.niov++
-		l.wlen += len(b)
 	}
 	if l.niov == 0 {
 		return 0, nil
@@ -297,7 +296,7 @@ func (l *link) writeNow(vec [][]byte) (int, error) {
 // so the runtime never waits for the socket to become writable.
 func (l *link) writevFD(fd uintptr) bool {
 	for {
-		n, e := iovCall(unix.SYS_WRITEV, fd, &l.iov[0], l.niov, l.wlen)
+		n, e := iovCall(unix.SYS_WRITEV, fd, l.iov[:l.niov])
 		switch e {
 		case 0:
 			l.wn = n
