@@ -35,11 +35,19 @@ func openProxiedEnd(t *testing.T, name string) (*end, *netchaos.Proxy) {
 	return e, px
 }
 
-// chaos holds back and resets the paths' TCP connections at random until
-// stop is called. The control lanes are spared: they are not repaired,
-// and the test is about what resets do to data, not about losing the
-// channel that coordinates them.
-func chaos(seed uint64, pxs []*netchaos.Proxy, lanes []uint32) (stop func() (holds, cuts int)) {
+// chaos holds back and resets the paths' and control lanes' TCP
+// connections at random until stop is called. A lane is held or cut only
+// while lanesUp says every lane is up at both ends, and not within
+// laneFaultGap of the last fault on a lane: a lane is repaired over the
+// other, and both failing at once would end the channel that coordinates
+// the resets, which is not what the test is about.
+// laneFaultGap spaces the faults on lanes by more than the provider's
+// ack budget (Timeout × (RetryCount+1), 4 s by default): a cut TCP
+// connection is dialled again, and a lane whose new connection does not
+// come up fails only at the end of that budget.
+const laneFaultGap = 5 * time.Second
+
+func chaos(seed uint64, pxs []*netchaos.Proxy, lanes []uint32, lanesUp func() bool) (stop func() (holds, cuts, laneFaults int)) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	isLane := func(l *netchaos.Link) bool {
 		h := l.Head()
@@ -50,9 +58,10 @@ func chaos(seed uint64, pxs []*netchaos.Proxy, lanes []uint32) (stop func() (hol
 		}
 		return false
 	}
+	var lastLaneFault time.Time
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	var holds, cuts int
+	var holds, cuts, laneFaults int
 	wg.Go(func() {
 		for {
 			select {
@@ -62,16 +71,19 @@ func chaos(seed uint64, pxs []*netchaos.Proxy, lanes []uint32) (stop func() (hol
 			}
 			var ls []*netchaos.Link
 			for _, px := range pxs {
-				for _, l := range px.Links() {
-					if !isLane(l) {
-						ls = append(ls, l)
-					}
-				}
+				ls = append(ls, px.Links()...)
 			}
 			if len(ls) == 0 {
 				continue
 			}
 			l := ls[rng.IntN(len(ls))]
+			if isLane(l) {
+				if time.Since(lastLaneFault) < laneFaultGap || !lanesUp() {
+					continue
+				}
+				lastLaneFault = time.Now()
+				laneFaults++
+			}
 			if rng.IntN(4) == 0 {
 				l.Cut()
 				cuts++
@@ -81,16 +93,16 @@ func chaos(seed uint64, pxs []*netchaos.Proxy, lanes []uint32) (stop func() (hol
 			}
 		}
 	})
-	return func() (int, int) {
+	return func() (int, int, int) {
 		close(done)
 		wg.Wait()
-		return holds, cuts
+		return holds, cuts, laneFaults
 	}
 }
 
 // Over real TCP connections that a proxy holds back (so that a given-up
 // path's data lands after its cells were sent again) and resets in the
-// middle of frames, both ends send each other ranges of mixed sizes, and
+// middle of frames, control lanes included, both ends send each other ranges of mixed sizes, and
 // every byte of every range is checked. A receive buffer is filled with
 // a pattern of its own before it is posted, so a range handed back with
 // bytes never written shows the pattern; the sender scribbles over its
@@ -123,7 +135,10 @@ func TestChaoticNetwork(t *testing.T) {
 		src[i], dst[i] = e.region(slots*n), e.region(slots*n)
 	}
 	ctx := bounded(t)
-	stop := chaos(1, []*netchaos.Proxy{pxa, pxb}, lanes)
+	lanesUp := func() bool {
+		return pr.a.conn.Stats().LanesUp == maxLanes && pr.b.conn.Stats().LanesUp == maxLanes
+	}
+	stop := chaos(1, []*netchaos.Proxy{pxa, pxb}, lanes, lanesUp)
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	for side := range 2 {
@@ -134,15 +149,17 @@ func TestChaoticNetwork(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	holds, cuts := stop()
+	holds, cuts, laneFaults := stop()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
 	for _, e := range ends {
 		st := e.conn.Stats()
-		t.Logf("end %s: %d holds and %d cuts injected; engine %+v", e.name, holds, cuts, st.Engine)
+		t.Logf("end %s: %d holds and %d cuts (%d on lanes) injected; %d lane repairs; engine %+v", e.name, holds, cuts, laneFaults, st.LaneRepairs, st.Engine)
+		require.NoError(t, e.conn.Err(), e.name)
 	}
+	require.NotZero(t, laneFaults, "the chaos hit control lanes too")
 }
 
 // exchange runs one end of TestChaoticNetwork: rounds of one send and

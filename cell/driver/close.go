@@ -79,7 +79,9 @@ func (c *Conn) failLocked(err error) {
 		p.qmu.Unlock()
 	}
 	for _, l := range c.ctl.lanes {
+		l.qmu.Lock()
 		_ = l.qp.Close()
+		l.qmu.Unlock()
 	}
 	c.signalBye()
 	c.kickLocked()

@@ -1,9 +1,11 @@
 package driver
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/rdmacell/rdmacell/verbs"
 )
@@ -18,16 +20,20 @@ import (
 // So the channel has lanes, one QP each, one per path up to maxLanes,
 // created like the paths (lane i with path i's local address) so that
 // they spread over routes as the paths do. Every message goes out on
-// every lane that works, numbered. Each lane delivers in order and a lane
-// that fails never delivers again, so the messages delivered at the peer
-// are always a prefix of those sent: it takes a message only if it is
-// the next one, and drops the copies the slower lanes bring. A failed
-// lane is not repaired; the channel fails when its last lane does.
+// every lane that works, numbered. Each lane delivers in order, so the
+// peer takes a message only if it is the next one and drops the copies
+// the slower lanes bring. A lane that fails is repaired over the others
+// (see lanes.go), and then sends again every message the peer has not
+// acknowledged, so that it alone delivers a gapless sequence: the
+// messages taken at the peer are always a prefix of those sent. The
+// channel fails only when its last working lane does.
 
 // maxLanes bounds the lanes of the control channel: each costs a QP and
-// its buffers, and four routes failing at once is past what the paths
-// survive anyway.
-const maxLanes = 4
+// its buffers at both ends, for every peer. Since a failed lane is
+// repaired over the other, two survive any one route failing; both
+// failing at once ends the channel, as it would any number of lanes
+// hashed onto the failing routes.
+const maxLanes = 2
 
 func laneCount(paths int) int { return min(paths, maxLanes) }
 
@@ -48,12 +54,16 @@ const (
 	// (see progress.go), and the record is in place by the time it
 	// arrives.
 	msgBell
+	// msgLaneEP and msgLaneRTS are msgEP and msgRTS for the sender's QP
+	// of control lane path (see lanes.go).
+	msgLaneEP
+	msgLaneRTS
 	// msgCtlDown never travels: it tells reset workers that the control
 	// channel failed.
 	msgCtlDown
 )
 
-var msgNames = [...]string{"invalid", "endpoint", "rts", "dead", "bye", "bell", "control down"}
+var msgNames = [...]string{"invalid", "endpoint", "rts", "dead", "bye", "bell", "lane endpoint", "lane rts", "control down"}
 
 // String names the kind in logs.
 func (k msgKind) String() string {
@@ -67,7 +77,10 @@ func (k msgKind) String() string {
 type ctlMsg struct {
 	kind msgKind
 	seq  uint32 // its number among the messages of this end
-	path int
+	// ack is the number of the peer's messages the sender has taken: the
+	// peer need not send those again on a repaired lane.
+	ack  uint32
+	path int // the path, or the lane of msgLaneEP and msgLaneRTS
 	gen  uint32
 	ep   verbs.Endpoint // msgEP only
 	err  error          // msgCtlDown only
@@ -75,13 +88,13 @@ type ctlMsg struct {
 
 const (
 	ctlMagic  = 0xD5
-	ctlHeader = 14 // magic, kind, path (2), gen (4), endpoint length (2), seq (4)
+	ctlHeader = 18 // magic, kind, path (2), gen (4), endpoint length (2), seq (4), ack (4)
 )
 
 // encode writes m into b and returns its length.
 func (m *ctlMsg) encode(b []byte) (int, error) {
 	var ep []byte
-	if m.kind == msgEP {
+	if m.kind == msgEP || m.kind == msgLaneEP {
 		// A copy, so that m itself does not escape: bells and other
 		// messages are sent on the data path, which must not allocate.
 		e := m.ep
@@ -98,6 +111,7 @@ func (m *ctlMsg) encode(b []byte) (int, error) {
 	binary.LittleEndian.PutUint32(b[4:], m.gen)
 	binary.LittleEndian.PutUint16(b[8:], uint16(len(ep)))
 	binary.LittleEndian.PutUint32(b[10:], m.seq)
+	binary.LittleEndian.PutUint32(b[14:], m.ack)
 	copy(b[ctlHeader:], ep)
 	return ctlHeader + len(ep), nil
 }
@@ -108,25 +122,28 @@ func decodeCtl(b []byte, paths int, provider string) (ctlMsg, error) {
 		return ctlMsg{}, fmt.Errorf("control message of %d bytes without a valid header", len(b))
 	}
 	m := ctlMsg{kind: msgKind(b[1]), path: int(binary.LittleEndian.Uint16(b[2:])), gen: binary.LittleEndian.Uint32(b[4:]),
-		seq: binary.LittleEndian.Uint32(b[10:])}
+		seq: binary.LittleEndian.Uint32(b[10:]), ack: binary.LittleEndian.Uint32(b[14:])}
 	n := int(binary.LittleEndian.Uint16(b[8:]))
+	lane := m.kind == msgLaneEP || m.kind == msgLaneRTS
 	switch {
-	case m.kind < msgEP || m.kind > msgBell:
+	case m.kind < msgEP || m.kind > msgLaneRTS:
 		return ctlMsg{}, fmt.Errorf("control message of kind %d", b[1])
-	case m.kind != msgBye && m.kind != msgBell && m.path >= paths:
+	case lane && m.path >= laneCount(paths):
+		return ctlMsg{}, fmt.Errorf("%v message for lane %d of %d", m.kind, m.path, laneCount(paths))
+	case !lane && m.kind != msgBye && m.kind != msgBell && m.path >= paths:
 		return ctlMsg{}, fmt.Errorf("%v message for path %d of %d", m.kind, m.path, paths)
 	case ctlHeader+n > len(b):
 		return ctlMsg{}, fmt.Errorf("%v message claims %d bytes of endpoint, has %d", m.kind, n, len(b)-ctlHeader)
-	case m.kind == msgEP && n == 0:
-		return ctlMsg{}, fmt.Errorf("endpoint message for path %d without an endpoint", m.path)
+	case (m.kind == msgEP || m.kind == msgLaneEP) && n == 0:
+		return ctlMsg{}, fmt.Errorf("%v message for %d without an endpoint", m.kind, m.path)
 	}
-	if m.kind == msgEP {
+	if m.kind == msgEP || m.kind == msgLaneEP {
 		var ep verbs.Endpoint // not into m, which would then escape
 		if err := json.Unmarshal(b[ctlHeader:ctlHeader+n], &ep); err != nil {
-			return ctlMsg{}, fmt.Errorf("endpoint message for path %d: %w", m.path, err)
+			return ctlMsg{}, fmt.Errorf("%v message for %d: %w", m.kind, m.path, err)
 		}
 		if msg := checkEndpoint(&ep, provider); msg != "" {
-			return ctlMsg{}, fmt.Errorf("endpoint message for path %d: %s", m.path, msg)
+			return ctlMsg{}, fmt.Errorf("%v message for %d: %s", m.kind, m.path, msg)
 		}
 		m.ep = ep
 	}
@@ -138,26 +155,49 @@ type control struct {
 	lanes []*lane
 	seq   uint32 // number of the next message sent
 	next  uint32 // number of the next message the peer's lanes deliver
-	down  bool   // every lane failed
-	err   error
+	// sent holds the messages sent that the peer has not acknowledged,
+	// oldest first: what a repaired lane sends again.
+	sent []ctlMsg
+	// byeHeard says the peer said goodbye: its lanes close next, and are
+	// not repaired.
+	byeHeard bool
+	down     bool // every lane failed
+	err      error
 }
 
 // lane is one QP of the control channel.
 type lane struct {
-	idx  int
-	qp   verbs.QP
-	qpn  uint32
+	idx int
+	qp  verbs.QP
+	qpn uint32
+	// qmu serialises the repair worker's Modify calls with Close; it is
+	// never held while taking Conn.mu.
+	qmu  sync.Mutex
 	free []int // send slots not in use
 	// pending holds messages waiting for a send slot.
 	pending []ctlMsg
 	// byeSlot is the send slot of the goodbye, or -1.
 	byeSlot int
-	down    bool
-	recvs   []verbs.RecvWR
-	rsge    []verbs.SGE
-	wr      verbs.SendWR
-	sge     [1]verbs.SGE
+	// down says the lane sends nothing: it failed, or is being repaired.
+	down bool
+	// gen is the incarnation of the lane's QP pair agreed with the peer;
+	// target the one whose completions count: gen, or the incarnation a
+	// repair under way brings up (see lanes.go).
+	gen, target uint32
+	repairing   bool
+	inbox       chan ctlMsg
+	early       *ctlMsg // the peer's next repair, come before ours finished
+	abandon     context.CancelCauseFunc
+	failures    int // attempts in a row that failed
+	recvs       []verbs.RecvWR
+	rsge        []verbs.SGE
+	wr          verbs.SendWR
+	sge         [1]verbs.SGE
 }
+
+// laneWRID is the work request id of slot of a lane's incarnation gen:
+// completions of an incarnation given up are told by it and ignored.
+func laneWRID(gen uint32, slot int) uint64 { return uint64(gen&0xffff)<<32 | uint64(uint32(slot)) }
 
 // laneOf returns the lane whose QP is qpn, or nil.
 func (c *Conn) laneOf(qpn uint32) *lane {
@@ -186,6 +226,7 @@ func (c *Conn) sendCtlLocked(m ctlMsg) error {
 	}
 	m.seq = k.seq
 	k.seq++
+	k.sent = append(k.sent, m)
 	for _, l := range k.lanes {
 		if l.down {
 			continue
@@ -202,25 +243,46 @@ func (c *Conn) sendCtlLocked(m ctlMsg) error {
 	return nil
 }
 
+// ackedLocked forgets the messages the peer says it has taken.
+func (k *control) ackedLocked(ack uint32) {
+	i := 0
+	for i < len(k.sent) && int32(k.sent[i].seq-ack) < 0 {
+		i++
+	}
+	if i > 0 {
+		k.sent = append(k.sent[:0], k.sent[i:]...)
+	}
+}
+
 // postCtlLocked posts m on lane l, which has a free send slot.
 func (c *Conn) postCtlLocked(l *lane, m ctlMsg) {
 	slot := l.free[len(l.free)-1]
 	off := c.lay.ctlSendOff(l.idx, slot)
+	m.ack = c.ctl.next
 	n, err := m.encode(c.stage[off : off+ctlMsgSize])
 	if err != nil {
 		// Only an endpoint too long for the buffers, which no lane can
 		// send either.
-		c.laneDownLocked(l, fmt.Errorf("encode %v message: %w", m.kind, err))
+		c.laneFailedLocked(l, fmt.Errorf("encode %v message: %w", m.kind, err))
 		return
 	}
 	l.free = l.free[:len(l.free)-1]
 	l.sge[0] = verbs.SGE{Addr: c.stageAddr + uint64(off), Length: uint32(n), LKey: c.stageMR.LKey()}
-	l.wr = verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpSend, Flags: verbs.Signaled, SGL: l.sge[:]}
+	l.wr = verbs.SendWR{ID: laneWRID(l.target, slot), Opcode: verbs.OpSend, Flags: verbs.Signaled, SGL: l.sge[:]}
 	if m.kind == msgBye {
 		l.byeSlot = slot
 	}
 	if _, err := l.qp.PostSend(&l.wr); err != nil {
-		c.laneDownLocked(l, fmt.Errorf("post %v message: %w", m.kind, err))
+		c.laneFailedLocked(l, fmt.Errorf("post %v message: %w", m.kind, err))
+	}
+}
+
+// postPendingLocked posts l's queued messages while it has send slots.
+func (c *Conn) postPendingLocked(l *lane) {
+	for !l.down && len(l.free) > 0 && len(l.pending) > 0 {
+		m := l.pending[0]
+		l.pending = l.pending[1:]
+		c.postCtlLocked(l, m)
 	}
 }
 
@@ -261,28 +323,30 @@ func (c *Conn) sendCtl(m ctlMsg) error {
 
 // ctlCompletionLocked handles a completion of lane l.
 func (c *Conn) ctlCompletionLocked(now int64, l *lane, wc *verbs.WC) {
-	if l.down {
-		return
+	if uint32(wc.ID>>32) != l.target&0xffff {
+		return // of an incarnation given up: flushed, or a late copy's
 	}
-	slot := int(wc.ID)
-	if wc.Status != verbs.StatusSuccess || slot < 0 || slot >= c.lay.ctlSlots {
-		c.laneDownLocked(l, &verbs.WCError{WC: *wc})
+	slot := int(uint32(wc.ID))
+	if wc.Status != verbs.StatusSuccess || slot >= c.lay.ctlSlots {
+		c.laneFailedLocked(l, &verbs.WCError{WC: *wc})
 		return
 	}
 	if wc.Opcode != verbs.OpRecv {
 		// A send completed: its slot is free.
+		if l.down {
+			return
+		}
 		if slot == l.byeSlot {
 			l.byeSlot = -1
 			c.signalBye()
 		}
 		l.free = append(l.free, slot)
-		if len(l.pending) > 0 {
-			m := l.pending[0]
-			l.pending = l.pending[1:]
-			c.postCtlLocked(l, m)
-		}
+		c.postPendingLocked(l)
 		return
 	}
+	// A receive: taken even while the lane is being repaired, once this
+	// end's QP is connected and the peer sends on it.
+	//
 	// A bell that found no free slot at the peer was left out for the
 	// messages under way, which wake this end as well: whatever arrives,
 	// a hold may have landed before it.
@@ -290,13 +354,14 @@ func (c *Conn) ctlCompletionLocked(now int64, l *lane, wc *verbs.WC) {
 	off := c.lay.ctlRecvOff(l.idx, slot)
 	m, err := decodeCtl(c.stage[off:off+min(int(wc.ByteLen), ctlMsgSize)], c.cfg.Paths, c.provider)
 	if err := c.postCtlRecvLocked(l, slot); err != nil {
-		c.laneDownLocked(l, fmt.Errorf("post control receive: %w", err))
+		c.laneFailedLocked(l, fmt.Errorf("post control receive: %w", err))
 		return
 	}
 	if err != nil {
 		c.log.Warn("cell driver: malformed control message", "peer", c.cfg.Peer, "lane", l.idx, "err", err)
 		return
 	}
+	c.ctl.ackedLocked(m.ack)
 	if m.kind == msgBell {
 		return // it woke the progress goroutine: all it is for
 	}
@@ -307,35 +372,53 @@ func (c *Conn) ctlCompletionLocked(now int64, l *lane, wc *verbs.WC) {
 	c.dispatchLocked(now, m)
 }
 
-// laneDownLocked records that lane l failed, and that the control
-// channel did if it was the last lane: resets under way cannot finish
-// then, and later ones fail at once.
+// laneFailedLocked handles a failure of lane l's QP: the lane is
+// repaired, or its repair under way is tried again.
+func (c *Conn) laneFailedLocked(l *lane, cause error) {
+	if l.repairing {
+		l.abandon(cause)
+		return
+	}
+	if l.down {
+		return
+	}
+	c.laneDownLocked(l, cause)
+	if c.ctl.down || c.err != nil || c.ctl.byeHeard || c.closing {
+		return
+	}
+	c.log.Warn("cell driver: control lane failed; repairing it", "peer", c.cfg.Peer, "lane", l.idx, "qp", l.qpn, "err", cause)
+	c.repairLaneLocked(l, nil)
+}
+
+// laneDownLocked records that lane l sends nothing any more, and that the
+// control channel failed if it was the last lane: resets under way
+// cannot finish then, and later ones fail at once.
 func (c *Conn) laneDownLocked(l *lane, cause error) {
 	if l.down {
 		return
 	}
 	l.down, l.pending = true, nil
 	k := &c.ctl
-	left := 0
 	for _, o := range k.lanes {
 		if !o.down {
-			left++
+			return
 		}
-	}
-	if left > 0 {
-		if c.err == nil {
-			c.log.Warn("cell driver: control lane failed", "peer", c.cfg.Peer, "lane", l.idx, "qp", l.qpn, "lanes left", left, "err", cause)
-		}
-		return
 	}
 	k.down = true
 	k.err = fmt.Errorf("%w: peer %s: every lane failed, the last (qp %d): %w", ErrControl, c.cfg.Peer, l.qpn, cause)
-	if c.err == nil {
+	if c.err == nil && !k.byeHeard && !c.closing {
 		c.log.Warn("cell driver: control channel failed; paths can no longer be reset", "peer", c.cfg.Peer, "err", cause)
 	}
+	down := ctlMsg{kind: msgCtlDown, err: k.err}
 	for _, p := range c.paths {
 		if p.Resetting() {
-			p.notify(ctlMsg{kind: msgCtlDown, path: p.idx, err: k.err})
+			down.path = p.idx
+			p.notify(down)
+		}
+	}
+	for _, o := range k.lanes {
+		if o.repairing {
+			o.notify(down)
 		}
 	}
 	c.signalBye()

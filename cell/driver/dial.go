@@ -194,7 +194,7 @@ func (c *Conn) buildControl() error {
 		for j := range n {
 			l.free = append(l.free, n-1-j)
 			l.rsge[j] = verbs.SGE{Addr: c.stageAddr + uint64(c.lay.ctlRecvOff(i, j)), Length: ctlMsgSize, LKey: c.stageMR.LKey()}
-			l.recvs[j] = verbs.RecvWR{ID: uint64(j), SGL: l.rsge[j : j+1]}
+			l.recvs[j] = verbs.RecvWR{ID: laneWRID(0, j), SGL: l.rsge[j : j+1]}
 			if err := c.postCtlRecvLocked(l, j); err != nil {
 				return fmt.Errorf("driver: peer %s: post control receive on lane %d: %w", r.Peer, i, err)
 			}

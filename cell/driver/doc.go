@@ -8,7 +8,7 @@
 // Dial creates the QPs, moves them to INIT and posts the engine's first
 // receive chains there, then swaps setup information with the peer
 // through an Exchanger (the communicator implements it over the
-// bootstrap): the endpoints of every path and of the control QP, the
+// bootstrap): the endpoints of every path and of the control lanes, the
 // address and rkey of the rings, and the wire parameters both engines
 // must share. Everything the peer sent is checked before use; a mismatch
 // is a *SetupError naming the peer and the field. Then every QP is
@@ -69,7 +69,7 @@
 // engine writes it again elsewhere; each such give-up doubles the time
 // records get on that path from then on (a path slow rather than dark
 // would otherwise be given up for its first record after every reset).
-// Finals, holds and hold acks are followed by a bell on the control QP,
+// Finals, holds and hold acks are followed by a bell on a control lane,
 // which wakes a peer that rests. Each ring is read only
 // when a record can be there: tokens of the cells posted, grants while a
 // send waits, finals while a receive does, the tail ring after an
@@ -81,14 +81,16 @@
 // # Resets and failures
 //
 // When the engine asks for a path to be reset, a worker goroutine
-// performs the reset with the peer over the control QP (see reset.go):
+// performs the reset with the peer over the control channel (see reset.go):
 // ERR, RESET, INIT with the engine's Refill posted, endpoints swapped,
 // RTR, RTS, and PathReset once both ends are in RTS. A peer that asks
 // first makes the engine give the path up too (PathFailed). A reset that
 // fails after both QPs left their old incarnation (connecting failed)
 // starts over with a new one, after a back-off; one that does not get
 // that far within Config.ResetTimeout (the peer does not answer) closes
-// the path for good (PathDead). When the engine fails (no path left), the driver closes
+// the path for good (PathDead). The control channel's two lanes are
+// repaired the same way, each over the other (see control.go and
+// lanes.go). When the engine fails (no path left), the driver closes
 // every QP and only then fails the ranges still open. Abort does the same
 // at once with the caller's error; Close says goodbye to the peer, which
 // then fails fast, and releases everything.

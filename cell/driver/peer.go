@@ -10,8 +10,13 @@ func (c *Conn) dispatchLocked(now int64, m ctlMsg) {
 	if c.err != nil {
 		return
 	}
-	if m.kind == msgBye {
+	switch m.kind {
+	case msgBye:
+		c.ctl.byeHeard = true
 		c.peerGoneLocked(now)
+		return
+	case msgLaneEP, msgLaneRTS:
+		c.laneMsgLocked(m)
 		return
 	}
 	p := c.paths[m.path]

@@ -39,7 +39,7 @@ func (f ExchangeFunc) Exchange(ctx context.Context, local []byte) ([]byte, error
 }
 
 // setupVersion numbers the layout of setupInfo and of the rings.
-const setupVersion = 2
+const setupVersion = 3
 
 // maxSetupLen bounds the peer's setup information before it is decoded.
 const maxSetupLen = 1 << 20

@@ -13,6 +13,7 @@ type counters struct {
 	resetsAgain                uint64
 	dead                       uint64
 	parks, keepalives, bells   uint64
+	laneRepairs                uint64
 }
 
 // Stats is a snapshot of a connection.
@@ -43,6 +44,10 @@ type Stats struct {
 	Landings uint64
 	// InFlight is the number of ranges outstanding, queued included.
 	InFlight int
+	// Lanes is the number of control lanes, LanesUp of those that send
+	// (not failed or being repaired), LaneRepairs the repairs completed.
+	Lanes, LanesUp int
+	LaneRepairs    uint64
 }
 
 // PathStats describes one path.
@@ -75,6 +80,9 @@ func (c *Conn) Stats() Stats {
 		Keepalives:    c.counters.keepalives,
 		Bells:         c.counters.bells,
 		InFlight:      c.ops.live() + len(c.sendQ) + len(c.recvQ),
+		Lanes:         len(c.ctl.lanes),
+		LanesUp:       c.lanesUpLocked(),
+		LaneRepairs:   c.counters.laneRepairs,
 		Paths:         make([]PathStats, len(c.paths)),
 	}
 	for i, p := range c.paths {
