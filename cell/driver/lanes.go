@@ -56,14 +56,7 @@ func (c *Conn) repairLaneLocked(l *lane, early *ctlMsg) {
 func (c *Conn) laneWorker(ctx context.Context, cancel context.CancelFunc, l *lane, gen uint32, inbox chan ctlMsg, wait time.Duration) {
 	defer c.workers.Done()
 	defer cancel()
-	var err error
-	if wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			err = context.Cause(ctx)
-		}
-	}
+	err := backOff(ctx, wait)
 	if err == nil {
 		err = c.rejoinLane(ctx, l, gen, inbox)
 	}

@@ -99,14 +99,7 @@ func (c *Conn) resetWorker(ctx context.Context, cancel context.CancelFunc, p *pa
 	// The bound is for the whole attempt, the QP's transitions included.
 	defer cancel()
 	quiet := false
-	var err error
-	if wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			err = context.Cause(ctx)
-		}
-	}
+	err := backOff(ctx, wait)
 	if err == nil {
 		quiet, err = c.reconnect(ctx, p, gen, inbox, refill)
 	}
@@ -134,6 +127,21 @@ func (c *Conn) resetWorker(ctx context.Context, cancel context.CancelFunc, p *pa
 	c.resetDone = append(c.resetDone, resetResult{path: p.idx, gen: gen, err: err, again: again})
 	c.kickLocked()
 	c.mu.Unlock()
+}
+
+// backOff waits for d, or returns why ctx ended first.
+func backOff(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // reconnect takes p's QP through a new incarnation with the peer. quiet
