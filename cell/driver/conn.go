@@ -145,12 +145,7 @@ type path struct {
 	lastSeen    int64 // when the path last completed anything
 }
 
-func (p *path) notify(m ctlMsg) {
-	select {
-	case p.inbox <- m:
-	default: // a peer repeating itself; the worker has what it needs
-	}
-}
+func (p *path) notify(m ctlMsg) { offer(p.inbox, m) }
 
 // Peer returns the peer's name.
 func (c *Conn) Peer() string { return c.cfg.Peer }

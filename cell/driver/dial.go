@@ -191,8 +191,8 @@ func (c *Conn) buildControl() error {
 		if err := q.Modify(verbs.StateInit, nil); err != nil {
 			return fmt.Errorf("driver: peer %s: control lane %d (qp %d) to INIT: %w", r.Peer, i, l.qpn, err)
 		}
+		l.freeAll(n)
 		for j := range n {
-			l.free = append(l.free, n-1-j)
 			l.rsge[j] = verbs.SGE{Addr: c.stageAddr + uint64(c.lay.ctlRecvOff(i, j)), Length: ctlMsgSize, LKey: c.stageMR.LKey()}
 			l.recvs[j] = verbs.RecvWR{ID: laneWRID(0, j), SGL: l.rsge[j : j+1]}
 			if err := c.postCtlRecvLocked(l, j); err != nil {

@@ -36,12 +36,11 @@ func (c *Conn) repairLaneLocked(l *lane, early *ctlMsg) {
 		l.recvs[j].ID = laneWRID(l.target, j)
 	}
 	l.inbox = make(chan ctlMsg, 4)
-	ctx, cancel := context.WithTimeoutCause(c.life, c.cfg.ResetTimeout, fmt.Errorf("%w: within %v", ErrResetTimeout, c.cfg.ResetTimeout))
-	ctx, abandon := context.WithCancelCause(ctx)
+	ctx, cancel, abandon := c.attempt()
 	l.abandon = abandon
 	var wait time.Duration
-	if l.failures > 0 && early == nil {
-		wait = min(minResetBackoff<<min(l.failures-1, 16), c.cfg.ResetTimeout/4)
+	if early == nil {
+		wait = c.backOffAfter(l.failures)
 	}
 	c.log.Debug("cell driver: repairing control lane", "peer", c.cfg.Peer, "lane", l.idx, "qp", l.qpn, "gen", l.target)
 	c.workers.Add(1)
@@ -116,10 +115,7 @@ func (c *Conn) laneRepairedLocked(l *lane, gen uint32, err error) {
 		return
 	}
 	l.gen, l.failures, l.down, l.byeSlot = gen, 0, false, -1
-	l.free = l.free[:0]
-	for j := range c.lay.ctlSlots {
-		l.free = append(l.free, c.lay.ctlSlots-1-j)
-	}
+	l.freeAll(c.lay.ctlSlots)
 	l.pending = append(l.pending[:0], c.ctl.sent...)
 	c.counters.laneRepairs++
 	c.log.Debug("cell driver: control lane back", "peer", c.cfg.Peer, "lane", l.idx, "gen", gen, "resent", len(l.pending))
@@ -146,10 +142,13 @@ func (c *Conn) laneMsgLocked(m ctlMsg) {
 	}
 }
 
-func (l *lane) notify(m ctlMsg) {
-	select {
-	case l.inbox <- m:
-	default: // a peer repeating itself; the worker has what it needs
+func (l *lane) notify(m ctlMsg) { offer(l.inbox, m) }
+
+// freeAll makes every one of the lane's n send slots free.
+func (l *lane) freeAll(n int) {
+	l.free = l.free[:0]
+	for j := range n {
+		l.free = append(l.free, n-1-j)
 	}
 }
 

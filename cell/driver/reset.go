@@ -70,13 +70,9 @@ func (c *Conn) startResetLocked(r *cell.Reset) {
 	}
 	p.target = p.gen + 1
 	p.inbox = make(chan ctlMsg, 4)
-	ctx, cancel := context.WithTimeoutCause(c.life, c.cfg.ResetTimeout, fmt.Errorf("%w: within %v", ErrResetTimeout, c.cfg.ResetTimeout))
-	ctx, abandon := context.WithCancelCause(ctx)
+	ctx, cancel, abandon := c.attempt()
 	p.abandon = abandon
-	var wait time.Duration
-	if p.failures > 0 {
-		wait = min(minResetBackoff<<min(p.failures-1, 16), c.cfg.ResetTimeout/4)
-	}
+	wait := c.backOffAfter(p.failures)
 	c.counters.resetsStarted++
 	if k := c.cfg.Counters; k != nil {
 		k.ResetsStarted.Add(1)
@@ -127,6 +123,33 @@ func (c *Conn) resetWorker(ctx context.Context, cancel context.CancelFunc, p *pa
 	c.resetDone = append(c.resetDone, resetResult{path: p.idx, gen: gen, err: err, again: again})
 	c.kickLocked()
 	c.mu.Unlock()
+}
+
+// attempt returns the context of one attempt at a reset or a lane
+// repair: bounded by ResetTimeout and the connection's life, and ended
+// by abandon when the peer moves on to the next incarnation.
+func (c *Conn) attempt() (ctx context.Context, cancel context.CancelFunc, abandon context.CancelCauseFunc) {
+	ctx, cancel = context.WithTimeoutCause(c.life, c.cfg.ResetTimeout, fmt.Errorf("%w: within %v", ErrResetTimeout, c.cfg.ResetTimeout))
+	ctx, abandon = context.WithCancelCause(ctx)
+	return ctx, cancel, abandon
+}
+
+// backOffAfter is the wait before an attempt that follows failures
+// failed ones in a row: doubling, up to a quarter of ResetTimeout.
+func (c *Conn) backOffAfter(failures int) time.Duration {
+	if failures == 0 {
+		return 0
+	}
+	return min(minResetBackoff<<min(failures-1, 16), c.cfg.ResetTimeout/4)
+}
+
+// offer gives m to a worker's inbox unless it is full: a peer repeating
+// itself, when the worker has what it needs.
+func offer(inbox chan ctlMsg, m ctlMsg) {
+	select {
+	case inbox <- m:
+	default:
+	}
 }
 
 // backOff waits for d, or returns why ctx ended first.
