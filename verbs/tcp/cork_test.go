@@ -3,6 +3,7 @@ package tcp
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -78,6 +79,12 @@ func TestPostDuringAcceptFollowsTheVerdict(t *testing.T) {
 		src, dst := srcA, dstB
 		if q == b.QP {
 			src, dst = srcB, dstA
+		}
+		// The acceptor may still be in RTR: connect moves it to RTS
+		// without waiting for the connection. (This runs on the
+		// listener's goroutine, where the test cannot fail.)
+		for deadline := time.Now().Add(waitLimit); q.State() != verbs.StateRTS && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
 		}
 		_, err := q.PostSend(writeWR(7, verbs.OpWrite, src, 0, 8, dst, 0))
 		posted <- err
