@@ -57,6 +57,9 @@ type Stats struct {
 	// again. Demotions counts paths taken off new cells for a soft
 	// timeout, Promotions those up again after draining.
 	GiveUps, Readmissions, Demotions, Promotions uint64
+	// Reprobes counts paths whose measurements went stale while others
+	// carried the cells, and that were probed again (see forgetStale).
+	Reprobes uint64
 	// Holds counts tailed ranges held before a cell of theirs went again;
 	// HoldsDone those the receiver had whole already, so that nothing
 	// was written again.

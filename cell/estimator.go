@@ -24,6 +24,13 @@ func (e *estimator) init(initialRTT, floor int64) {
 	*e = estimator{srtt: initialRTT, rttvar: initialRTT / 2, floor: floor}
 }
 
+// forget drops what placement ranks by (delay, rate, minimum, samples)
+// but keeps the smoothed RTT, its variance and the lateness, by which
+// the next cell's timeouts are judged until a sample replaces them.
+func (e *estimator) forget() {
+	e.samples, e.bw, e.delay, e.minRTT, e.minN = 0, 0, 0, 0, 0
+}
+
 // sample folds in one RTT as RFC 6298 does (α = 1/8, β = 1/4), the
 // variance first, against the average before this sample.
 func (e *estimator) sample(rtt int64) {

@@ -79,6 +79,9 @@ type PathInfo struct {
 	// times a cell on it waited past T_soft, each of which demoted it;
 	// Promotions the times it was up again after draining.
 	GiveUps, SoftTimeouts, Promotions uint64
+	// Reprobes counts the times its measurements had gone stale while
+	// other paths carried the cells, and it was probed again.
+	Reprobes uint64
 }
 
 // copyRec is one copy of a cell posted on a path.
@@ -129,8 +132,8 @@ type path struct {
 	repost     []verbs.RecvWR
 	recvQueued int // receives of the current batch
 
-	cellsPosted, bytesPosted                  uint64
-	tokens, giveUps, softTimeouts, promotions uint64
+	cellsPosted, bytesPosted                            uint64
+	tokens, giveUps, softTimeouts, promotions, reprobes uint64
 }
 
 // init makes p a new path, reusing the storage it has (Engine.Reset).
@@ -284,6 +287,7 @@ func (p *path) info() PathInfo {
 		GiveUps:      p.giveUps,
 		SoftTimeouts: p.softTimeouts,
 		Promotions:   p.promotions,
+		Reprobes:     p.reprobes,
 	}
 }
 

@@ -44,7 +44,10 @@ func ParsePolicy(name string) (Policy, error) {
 // now) is assumed as fast as the best measured one, so that it gets
 // tried, but while another path is measured it is probed with one cell
 // at a time until its first token is back: a slow route trusted with a
-// full window of cells on a guess would hold them all late.
+// full window of cells on a guess would hold them all late. The engine
+// hands a path whose measurements have gone stale, while others carried
+// the cells, to the policy as unmeasured again, so that a path measured
+// slow once is probed again in time rather than never.
 type Adaptive struct{}
 
 // Name returns "adaptive".

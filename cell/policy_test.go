@@ -182,6 +182,37 @@ func TestAdaptiveAvoidsPathThatSlowsDown(t *testing.T) {
 	require.Less(t, share, 0.125, "the slowed path carried %.1f%% (fair share 25%%)", 100*share)
 }
 
+// A path measured slow and left without cells is probed again once its
+// measurements are stale, and gets its share back when it has recovered:
+// nothing else could ever show the policy that it has. The probes while
+// it is still slow are few, and cost no reset.
+func TestAdaptiveReprobesPathMeasuredSlow(t *testing.T) {
+	o := defaultOpts(4)
+	o.Config.CellSize, o.Config.RecvDepth, o.Config.MaxRanges, o.Config.Window = 64<<10, 64, 64, 1024
+	o.Config.MinSoftTimeout = durNS(100 * ms)
+	o.PolicyA = func() cell.Policy { return &cell.Adaptive{} }
+	f := newTestFabric(t, o)
+	f.Links[0][3].Latency += 5 * ms
+	for range 64 {
+		f.Transfer(0, 1<<20, true)
+	}
+	settle(t, f)
+	slowed := f.Ends[0].BytesOn()
+	require.Less(t, float64(slowed[3]), 0.125*float64(64<<20), "the slow path carried its share")
+	f.Links[0][3].Latency -= 5 * ms
+	for range 128 {
+		f.Transfer(0, 1<<20, true)
+		settle(t, f)
+	}
+	requireDelivered(t, f)
+	st := f.Ends[0].Engine.Stats()
+	require.Zero(t, st.GiveUps)
+	require.NotZero(t, f.Ends[0].Engine.Path(3).Reprobes)
+	after := f.Ends[0].BytesOn()
+	share := float64(after[3]-slowed[3]) / float64(128<<20)
+	require.Greater(t, share, 0.15, "path 3 carried %.1f%% after it recovered (fair share 25%%)", 100*share)
+}
+
 // A path not measured yet, next to a measured one, is probed with one
 // cell at a time: however fast it is assumed to be, it gets no second cell
 // before its first token. With nothing measured, every path takes cells.

@@ -372,6 +372,50 @@ func (e *Engine) nextCut() *sendRange {
 	return nil
 }
 
+// Placement keeps no cell off a path for ever on old evidence: a path up
+// and empty whose last token is older than staleRTTs of the connection's
+// best smoothed RTT, and than ownStaleRTTs of its own, while other paths
+// have had tokens since, forgets what placement measured on it. It is
+// then probed with one cell as a fresh path is (see Adaptive). Without
+// this, a path measured slow once (a stall, a queue that has since
+// drained, a route that has since been repaired) would never be given a
+// cell that could show otherwise. A probe on a path still slow costs one
+// late cell, at most once per ownStaleRTTs of that path's RTT. A
+// connection idle as a whole keeps its measurements: staleness is
+// measured against its latest token, not the clock.
+const (
+	staleRTTs    = 32
+	ownStaleRTTs = 8
+)
+
+// forgetStale applies the rule above before a placement.
+func (e *Engine) forgetStale() {
+	var latest int64
+	best := int64(-1)
+	for i := range e.paths {
+		p := &e.paths[i]
+		if p.state != PathUp || p.est.samples == 0 {
+			continue
+		}
+		latest = max(latest, p.progress)
+		if best < 0 || p.est.srtt < best {
+			best = p.est.srtt
+		}
+	}
+	if best < 0 {
+		return
+	}
+	for i := range e.paths {
+		p := &e.paths[i]
+		if p.state == PathUp && p.n == 0 && p.est.samples > 0 &&
+			latest-p.progress > max(staleRTTs*best, ownStaleRTTs*p.est.srtt) {
+			p.est.forget()
+			p.reprobes++
+			e.stats.Reprobes++
+		}
+	}
+}
+
 // cellSize is the size of the next new cell: fixed, or 1.5 × the mean
 // bandwidth-delay product of the measured up paths, within bounds and
 // rounded up to whole MTUs.
@@ -418,6 +462,7 @@ func (e *Engine) pump() {
 			}
 			n = min(e.cellSize(), r.Len-r.cut)
 		}
+		e.forgetStale()
 		for i := range e.paths {
 			e.infos[i] = e.paths[i].info()
 		}

@@ -247,6 +247,8 @@ var pathMetrics = []metric[PathStats]{
 		func(p *PathStats) float64 { return f64u(p.SoftTimeouts) }),
 	counter("path_promotions_total", "Times the path, demoted, was up again once what it held had landed.", pathLabels,
 		func(p *PathStats) float64 { return f64u(p.Promotions) }),
+	counter("path_reprobes_total", "Times the path, left without cells on measurements gone stale, was probed again.", pathLabels,
+		func(p *PathStats) float64 { return f64u(p.Reprobes) }),
 	counter("path_resets_total", "Resets of the path's queue pairs, completed or started over.", pathLabels,
 		func(p *PathStats) float64 { return f64u(p.Resets) }),
 	gauge("path_rtt_seconds", "Smoothed round-trip time of the path.", pathLabels,

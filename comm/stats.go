@@ -159,6 +159,9 @@ type PathStats struct {
 	// demoted), and Resets its resets (completed or started over: the
 	// incarnation of its queue pairs).
 	SoftTimeouts, Promotions, GiveUps, Resets uint64
+	// Reprobes counts the times the path had been left without cells on
+	// measurements gone stale, and was probed again with one.
+	Reprobes uint64
 	// SRTT and RTTVar are the smoothed round-trip time and its mean
 	// deviation, SoftTimeout T_soft, Delay the RTT without the time spent
 	// behind earlier bytes on the path; Samples counts the RTT samples
@@ -329,7 +332,8 @@ func pathStats(i int, p driver.PathStats) PathStats {
 		Index: i, State: state,
 		CellsPosted: p.CellsPosted, BytesPosted: p.BytesPosted, Tokens: p.Tokens,
 		SoftTimeouts: p.SoftTimeouts, Promotions: p.Promotions, GiveUps: p.GiveUps, Resets: uint64(p.Gen),
-		SRTT: p.SRTT, RTTVar: p.RTTVar, SoftTimeout: p.SoftTimeout, Delay: p.Delay, LateMargin: p.LateMargin, Samples: p.Samples,
+		Reprobes: p.Reprobes,
+		SRTT:     p.SRTT, RTTVar: p.RTTVar, SoftTimeout: p.SoftTimeout, Delay: p.Delay, LateMargin: p.LateMargin, Samples: p.Samples,
 		Bandwidth:        p.Bandwidth,
 		OutstandingCells: p.Cells, OutstandingBytes: p.Bytes, Credits: p.Credits,
 	}

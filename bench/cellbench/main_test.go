@@ -155,9 +155,9 @@ func runBenchUnder(t *testing.T, launch []string, args ...string) []string {
 
 // pathRowPattern is a row of the paths report: rank, peer, transport,
 // link, path, state, cells, bytes, RTT, T_soft, late margin, demotions,
-// promotions, give-ups, resets.
+// promotions, re-probes, give-ups, resets.
 var pathRowPattern = regexp.MustCompile(`^\[0\]\s+(\d+)\s+(\d+)\s+(\S+)\s+(control|bulk)\s+(\d+)\s+(up|slow|down|resetting|dead)` +
-	`\s+(\d+)\s+(\d+)\s+([\d.]+|-)\s+([\d.]+)\s+([\d.]+|-)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
+	`\s+(\d+)\s+(\d+)\s+([\d.]+|-)\s+([\d.]+)\s+([\d.]+|-)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
 
 // With --paths-report, rank 0 prints after the table a row for every
 // path of both ranks' connections, over tcp with two paths per peer: each

@@ -54,9 +54,9 @@ func (b *bencher) pathsReport() error {
 }
 
 func printPathsHeader(w io.Writer) {
-	fmt.Fprintln(w, "# Paths: cells and bytes posted, RTT (- before a sample), T_soft and the late margin (- before the path's tokens are timed) now, demotions (soft timeouts), promotions, give-ups and resets")
-	fmt.Fprintf(w, "#%5s  %4s  %9s  %7s  %4s  %9s  %10s  %14s  %9s  %9s  %9s  %8s  %8s  %8s  %6s\n",
-		"rank", "peer", "transport", "link", "path", "state", "cells", "bytes", "rtt(us)", "tsoft(us)", "late(us)", "demoted", "promoted", "give-ups", "resets")
+	fmt.Fprintln(w, "# Paths: cells and bytes posted, RTT (- before a sample), T_soft and the late margin (- before the path's tokens are timed) now, demotions (soft timeouts), promotions, re-probes (stale measurements forgotten), give-ups and resets")
+	fmt.Fprintf(w, "#%5s  %4s  %9s  %7s  %4s  %9s  %10s  %14s  %9s  %9s  %9s  %8s  %8s  %8s  %8s  %6s\n",
+		"rank", "peer", "transport", "link", "path", "state", "cells", "bytes", "rtt(us)", "tsoft(us)", "late(us)", "demoted", "promoted", "reprobed", "give-ups", "resets")
 }
 
 // writePathRows writes a row for every path of every connected peer in s,
@@ -66,9 +66,9 @@ func writePathRows(w io.Writer, s comm.Stats) {
 	for _, p := range s.Peers {
 		for _, l := range p.Links {
 			for _, q := range l.Paths {
-				fmt.Fprintf(w, "%6d  %4d  %9s  %7s  %4d  %9s  %10d  %14d  %9s  %9s  %9s  %8d  %8d  %8d  %6d\n",
+				fmt.Fprintf(w, "%6d  %4d  %9s  %7s  %4d  %9s  %10d  %14d  %9s  %9s  %9s  %8d  %8d  %8d  %8d  %6d\n",
 					s.Rank, p.Rank, p.Transport, l.Name, q.Index, q.State, q.CellsPosted, q.BytesPosted,
-					rtt(q), micros(q.SoftTimeout), lateMargin(q), q.SoftTimeouts, q.Promotions, q.GiveUps, q.Resets)
+					rtt(q), micros(q.SoftTimeout), lateMargin(q), q.SoftTimeouts, q.Promotions, q.Reprobes, q.GiveUps, q.Resets)
 				rows++
 			}
 		}
