@@ -594,7 +594,9 @@ func (e *Engine) slotPath(last *int8) int {
 // ctrlPath picks the path for a grant or a final: the up path with the
 // least outstanding, else the slow one with the least (a slow path still
 // delivers, and nothing would write the record again when it is up), or
-// -1.
+// -1. Of the paths within recordSlack of the least, the first is taken:
+// with small messages that is the path their cells and tokens take too
+// (see firstQuick), so one QP carries all of it.
 func (e *Engine) ctrlPath() int {
 	best := -1
 	for i := range e.paths {
@@ -604,6 +606,11 @@ func (e *Engine) ctrlPath() int {
 		}
 		if b := best; b < 0 || better(p, &e.paths[b]) {
 			best = i
+		}
+	}
+	for i := range best {
+		if p := &e.paths[i]; p.live() && p.state == e.paths[best].state && p.bytes <= e.paths[best].bytes+recordSlack {
+			return i
 		}
 	}
 	return best

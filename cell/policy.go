@@ -48,6 +48,11 @@ func ParsePolicy(name string) (Policy, error) {
 // hands a path whose measurements have gone stale, while others carried
 // the cells, to the policy as unmeasured again, so that a path measured
 // slow once is probed again in time rather than never.
+//
+// A small cell, a message of at most 8 KiB whose time is the path's delay
+// rather than its bytes, goes to the first path about as quick as the
+// quickest and not loaded with bulk cells, so that a connection's small
+// messages, their tokens and its records travel on one QP.
 type Adaptive struct{}
 
 // Name returns "adaptive".
@@ -73,6 +78,11 @@ func (*Adaptive) Pick(paths []PathInfo, n int64) int {
 	if fastest == 0 {
 		fastest = 1e9
 	}
+	if n <= smallCell {
+		if q := firstQuick(paths, shortest); q >= 0 {
+			return q
+		}
+	}
 	best, bestT := -1, 0.0
 	for i := range paths {
 		p := &paths[i]
@@ -83,14 +93,7 @@ func (*Adaptive) Pick(paths []PathInfo, n int64) int {
 		if bw == 0 {
 			bw = fastest
 		}
-		delay := p.Delay
-		if p.Samples == 0 {
-			delay = shortest
-			if delay < 0 {
-				delay = p.SRTT
-			}
-		}
-		t := float64(delay) + float64(p.Bytes+n)*1e9/float64(bw)
+		t := float64(delayOf(p, shortest)) + float64(p.Bytes+n)*1e9/float64(bw)
 		if best < 0 || t < bestT {
 			best, bestT = i, t
 		}
@@ -100,6 +103,73 @@ func (*Adaptive) Pick(paths []PathInfo, n int64) int {
 	}
 	return best
 }
+
+// firstQuick places a small cell, one whose time is the path's delay
+// rather than its own bytes (whose rate a path carrying only small cells
+// does not even show): among the paths with credit and at most
+// recordSlack outstanding, the first whose delay is within its noise of
+// the least. The paths' delays differ by little more than that noise,
+// and the first path then carries a connection's small messages, their
+// tokens and its records (see Engine.ctrlPath) alike, so each end reads
+// one socket for them rather than one per path. It returns -1 when no
+// path qualifies.
+func firstQuick(paths []PathInfo, shortest time.Duration) int {
+	// A path not measured (or no longer: see forgetStale) is taken at
+	// its smoothed RTT, the initial one or the last it had, not as fast
+	// as the best: a probe here is someone's message, and would pay for
+	// a slow path in full. Once the first path grows slower than that,
+	// the others are tried; the bulk cells probe the rest.
+	delay := func(p *PathInfo) time.Duration {
+		if p.Samples == 0 {
+			return p.SRTT
+		}
+		return p.Delay
+	}
+	least, dev := time.Duration(-1), time.Duration(0)
+	for i := range paths {
+		p := &paths[i]
+		if !quickCandidate(p, shortest) {
+			continue
+		}
+		if d := delay(p); least < 0 || d < least {
+			least, dev = d, p.RTTVar
+		}
+	}
+	if least < 0 {
+		return -1
+	}
+	for i := range paths {
+		if p := &paths[i]; quickCandidate(p, shortest) && delay(p) <= least+least/4+2*dev {
+			return i
+		}
+	}
+	return -1
+}
+
+func quickCandidate(p *PathInfo, shortest time.Duration) bool {
+	return p.State == PathUp && p.Credits > 0 && p.Bytes <= recordSlack && !(p.Samples == 0 && p.Cells > 0 && shortest >= 0)
+}
+
+// delayOf is p's measured delay, or for a path not measured yet the
+// least measured one (or its initial RTT when none is).
+func delayOf(p *PathInfo, shortest time.Duration) time.Duration {
+	switch {
+	case p.Samples > 0:
+		return p.Delay
+	case shortest >= 0:
+		return shortest
+	}
+	return p.SRTT
+}
+
+// A cell of at most smallCell bytes, half the least adaptive cell, is a
+// small message or the end of a larger one, never its middle; it goes
+// first to a path with at most recordSlack outstanding (see firstQuick),
+// and so does a record (see Engine.ctrlPath): what a control slot holds.
+const (
+	smallCell   = 8 << 10
+	recordSlack = 16 << 10
+)
 
 // ECMP models a plain RC connection on a fabric that hashes flows: every
 // cell goes to one path, chosen by a static hash of Key. If that path is

@@ -232,3 +232,49 @@ func TestAdaptiveProbesUnmeasuredPaths(t *testing.T) {
 	other.Cells, other.Bytes = 4, 4<<16
 	require.Equal(t, 0, a.Pick([]cell.PathInfo{unmeasured, other}, 64<<10), "nothing measured: by backlog")
 }
+
+// Small messages both ways, their tokens and the grants for them all
+// travel on the first path while it is about as quick as the others: each
+// end then has one QP to read. When the first path slows down, they move
+// off it; a large range is still spread over every path.
+func TestAdaptiveSmallMessagesShareFirstPath(t *testing.T) {
+	o := defaultOpts(4)
+	o.Config.MinSoftTimeout = durNS(100 * ms) // slow, not failed: only placement may avoid it
+	o.PolicyA = func() cell.Policy { return &cell.Adaptive{} }
+	o.PolicyB = o.PolicyA
+	f := newTestFabric(t, o)
+	exchange := func(n int) {
+		for range n {
+			f.Transfer(0, 256, true)
+			f.Transfer(1, 256, true)
+			settle(t, f)
+		}
+	}
+	exchange(100)
+	requireDelivered(t, f)
+	for _, en := range f.Ends {
+		cells := en.CellsOn()
+		require.Equal(t, 100, cells[0]+cells[1]+cells[2]+cells[3], "end %s", en.Name)
+		require.Equal(t, []int{cells[0], 0, 0, 0}, cells, "end %s: cells per path", en.Name)
+		require.Equal(t, 0, en.RecordsOn[1]+en.RecordsOn[2]+en.RecordsOn[3], "end %s: records per path %v", en.Name, en.RecordsOn)
+	}
+
+	f.Links[0][0].Latency += 5 * ms
+	f.Links[1][0].Latency += 5 * ms
+	before := f.Ends[0].CellsOn()
+	exchange(100)
+	requireDelivered(t, f)
+	after := f.Ends[0].CellsOn()
+	require.Less(t, after[0]-before[0], 10, "the slowed first path still took %d of 100 small cells", after[0]-before[0])
+	f.Links[0][0].Latency -= 5 * ms
+	f.Links[1][0].Latency -= 5 * ms
+
+	before64 := f.Ends[0].BytesOn()
+	f.Transfer(0, 4<<20, true)
+	settle(t, f)
+	requireDelivered(t, f)
+	after64 := f.Ends[0].BytesOn()
+	for q := range after64 {
+		require.Positive(t, after64[q]-before64[q], "path %d carried nothing of a 4 MiB range", q)
+	}
+}

@@ -219,8 +219,9 @@ func (p *peer) flushLocked() {
 			p.sw.add(&it.h, it.payload)
 			switch it.h.kind {
 			case kindEager:
-				it.handle.inflight++
-				s.handles = append(s.handles, it.handle)
+				// Its bytes are in the slot now: the send is done,
+				// as an MPI eager send is once its buffer is free.
+				it.handle.finishLocked(len(it.handle.buf), nil)
 			case kindBye:
 				p.byeSeq = p.sseq
 			case kindAbort:
@@ -243,22 +244,14 @@ func (p *peer) flushLocked() {
 	}
 }
 
-// ctlSentLocked handles the oldest send slot once it has landed: the
-// eager sends in it are complete.
+// ctlSentLocked handles the oldest send slot once it has landed: the slot
+// is free, and a goodbye or abort in it has landed.
 func (p *peer) ctlSentLocked() {
 	s := &p.sslots[p.sdone%ctlSlots]
 	if _, _, err := s.op.Test(); err != nil {
 		p.linkFailedLocked(fmt.Errorf("control stream: %w", err))
 		return
 	}
-	for k, h := range s.handles {
-		h.inflight--
-		if !h.settleLocked() {
-			h.finishLocked(len(h.buf), nil)
-		}
-		s.handles[k] = nil
-	}
-	s.handles = s.handles[:0]
 	s.op = nil
 	if p.byeQueued && p.byeSeq == p.sdone {
 		p.byeLanded = true

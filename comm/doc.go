@@ -86,8 +86,13 @@
 //	ABORT  the sender aborted the job, with the cause
 //	SETUP  the sender's half of the bulk connection's setup
 //
-// An EAGER message completes at the sender once its slot has landed. A
-// receiver holds at most eagerCredits unmatched eager messages per peer
+// An EAGER send completes once its bytes are copied into a control slot,
+// as MPI's eager sends do: its buffer is the caller's again, and an
+// operation that waits for the peer's answer waits for one trip, not for
+// the slot's acknowledgement as well. Should the connection fail before
+// the slot lands, the receive fails at the peer, and so does every later
+// operation with it here; a rank's goodbye lands behind every slot it
+// sent, so a clean Close still delivers them all. A receiver holds at most eagerCredits unmatched eager messages per peer
 // (copied out of their slots, so that slots are reposted at once); a
 // sender without credit sends an RTS instead. For an RTS the receiver,
 // once a receive matched it, asks for the message: in one range when both

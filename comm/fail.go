@@ -49,14 +49,7 @@ func (p *peer) forgetRangesLocked() {
 		p.rops[i] = nil
 	}
 	for i := range p.sslots {
-		s := &p.sslots[i]
-		for k, h := range s.handles {
-			h.inflight--
-			h.settleLocked()
-			s.handles[k] = nil
-		}
-		s.handles = s.handles[:0]
-		s.op = nil
+		p.sslots[i].op = nil
 	}
 	p.sdone = p.sseq
 	p.pend.clear()

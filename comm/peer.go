@@ -102,17 +102,16 @@ type peer struct {
 	abortPending *AbortError
 }
 
-// sendSlot is a control slot in flight and the eager sends packed in it.
+// sendSlot is a control slot in flight.
 type sendSlot struct {
-	op      op
-	handles []*Handle
+	op op
 }
 
 // ctlItem is a control message waiting for a slot.
 type ctlItem struct {
 	h       header
 	payload []byte
-	handle  *Handle // an eager send, complete once its slot has landed
+	handle  *Handle // an eager send, complete once copied into its slot
 }
 
 // bulkXfer is one range of the bulk stream.

@@ -3,6 +3,7 @@ package comm
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -103,7 +104,8 @@ func TestSplit(t *testing.T) {
 
 // Messages for a communicator its receiver closed are turned away: a
 // large one fails at the sender instead of waiting forever, a small one
-// gives its credit back.
+// gives its credit back (an eager send completes once copied, so one sent
+// while no credit is back yet goes as a large one, and fails as one).
 func TestClosedSubcommRefuses(t *testing.T) {
 	comms := startComms(t, 2, TransportShm, nil)
 	subs := make([]*Comm, 2)
@@ -115,8 +117,32 @@ func TestClosedSubcommRefuses(t *testing.T) {
 	require.NoError(t, subs[1].Close())
 	ctx := bounded(t)
 	for range 2 * eagerCredits {
-		require.NoError(t, subs[0].Send(ctx, 1, 1, []byte("small")))
+		if err := subs[0].Send(ctx, 1, 1, []byte("small")); err != nil {
+			require.ErrorIs(t, err, ErrCancelled)
+		}
 	}
+	// Owed credits ride on the next slot the other way: rank 1 answers a
+	// message that followed the turned-away ones on the same stream.
+	onEach(t, comms, func(c *Comm) error {
+		buf := make([]byte, 4)
+		if c.Rank() == 1 {
+			if _, err := c.Recv(ctx, 0, 2, buf); err != nil {
+				return err
+			}
+			return c.Send(ctx, 0, 3, buf)
+		}
+		if err := c.Send(ctx, 1, 2, []byte("ping")); err != nil {
+			return err
+		}
+		_, err := c.Recv(ctx, 1, 3, buf)
+		return err
+	})
+	p := comms[0].w.peers[1]
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.credits == eagerCredits
+	}, testTimeout, time.Millisecond, "the turned-away messages' credits came back")
 	err := subs[0].Send(ctx, 1, 1, make([]byte, 2*eagerMax))
 	require.ErrorIs(t, err, ErrCancelled)
 	require.NoError(t, subs[0].Close())

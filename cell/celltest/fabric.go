@@ -161,6 +161,9 @@ type End struct {
 	waitSend, waitRecv []*Xfer
 	// TokensFor counts the tokens this end emitted, per cell id.
 	TokensFor map[uint32]int
+	// RecordsOn counts the grants, finals, holds and hold acks this end
+	// wrote on each path.
+	RecordsOn []int
 	// Posts lists the cells this end posted, re-posts included.
 	Posts []PostRec
 	// ResetCauses lists the causes of the Resets this end asked for.
@@ -307,7 +310,7 @@ func New(o Options) (*Fabric, error) {
 		}
 		en := &End{f: f, idx: i, Name: [...]string{"A", "B"}[i], Engine: e,
 			paths:   make([]bind.Path, o.Paths),
-			recvIDs: make([][]uint64, o.Paths), qpErr: make([]bool, o.Paths), refill: make([]int, o.Paths),
+			recvIDs: make([][]uint64, o.Paths), qpErr: make([]bool, o.Paths), refill: make([]int, o.Paths), RecordsOn: make([]int, o.Paths),
 			refillIDs: make([][]uint64, o.Paths), incarn: make([][][]uint64, o.Paths),
 			lagged: make([][]func(), o.Paths), held: make([][]*Msg, o.Paths), back: make([]*backNews, o.Paths),
 			ticks: map[int64]bool{}, TokensFor: map[uint32]int{}}
@@ -448,21 +451,25 @@ func (a *actor) WriteToken(t *cell.TokenWrite) {
 
 func (a *actor) WriteGrant(g *cell.GrantWrite) {
 	en := (*End)(a)
+	en.RecordsOn[g.Path]++
 	en.f.send(&Msg{Kind: MsgGrant, From: en, Path: g.Path, Grant: g.Grant, Size: cell.GrantSize})
 }
 
 func (a *actor) WriteFinal(fw *cell.FinalWrite) {
 	en := (*End)(a)
+	en.RecordsOn[fw.Path]++
 	en.f.send(&Msg{Kind: MsgFinal, From: en, Path: fw.Path, Final: fw.Final, Size: cell.FinalSize})
 }
 
 func (a *actor) WriteHold(h *cell.HoldWrite) {
 	en := (*End)(a)
+	en.RecordsOn[h.Path]++
 	en.f.send(&Msg{Kind: MsgHold, From: en, Path: h.Path, Hold: h.Hold, Size: cell.HoldSize})
 }
 
 func (a *actor) WriteHoldAck(h *cell.HoldAckWrite) {
 	en := (*End)(a)
+	en.RecordsOn[h.Path]++
 	en.f.send(&Msg{Kind: MsgHoldAck, From: en, Path: h.Path, Ack: h.Ack, Size: cell.HoldSize})
 }
 

@@ -49,6 +49,7 @@ func (c *Conn) checkRange(dir string, mr verbs.MR, off, n int, access verbs.Acce
 // registered in the connection's PD.
 func (c *Conn) SendAt(addr uint64, lkey uint32, n int64) (*Op, error) {
 	o := newOp(cell.Sent)
+	defer c.uncorkPost(c.corkPost())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -71,6 +72,7 @@ func (c *Conn) SendAt(addr uint64, lkey uint32, n int64) (*Op, error) {
 // registered in the connection's PD with remote write access.
 func (c *Conn) RecvAt(addr uint64, rkey uint32, n int64) (*Op, error) {
 	o := newOp(cell.Received)
+	defer c.uncorkPost(c.corkPost())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {

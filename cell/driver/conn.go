@@ -34,8 +34,9 @@ type Conn struct {
 	qpns      []uint32 // the data QPs' numbers, by path
 	// corkers are the paths' QPs that can hold a round's writes and write
 	// them together (verbs.Corker), corked while the progress goroutine
-	// acts on what it found (see cork).
+	// acts on what it found (see cork); inRound is set meanwhile.
 	corkers []verbs.Corker
+	inRound atomic.Bool
 
 	// life ends when the connection ends; it stops the reset workers.
 	life    context.Context

@@ -54,7 +54,9 @@
 // reacts where the completion was found instead of in a goroutine woken
 // for it. On providers that pay per write (a verbs.Corker QP: tcp) the
 // paths are corked for the round: its tokens and records, and what
-// OnComplete posts in reply, leave in one write per path.
+// OnComplete posts in reply, leave in one write per path. A caller's post
+// corks them too, so its range's cells and records leave together, from
+// the caller's goroutine, as the post returns.
 //
 // # Rings
 //

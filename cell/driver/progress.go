@@ -262,6 +262,7 @@ func (c *Conn) wait(d time.Duration, park bool, posts uint64) {
 // cells that follow, what OnComplete posts) so that each path writes them
 // together at uncork: on tcp one system call instead of one per record.
 func (c *Conn) cork() {
+	c.inRound.Store(true)
 	for _, k := range c.corkers {
 		k.Cork()
 	}
@@ -270,6 +271,30 @@ func (c *Conn) cork() {
 func (c *Conn) uncork() {
 	for _, k := range c.corkers {
 		k.Uncork()
+	}
+	c.inRound.Store(false)
+}
+
+// corkPost corks the paths for a caller's post, as a round of progress
+// does, so that a range's cells and records leave together, written by
+// the caller as the post returns rather than by a provider goroutine
+// woken for them, and reports whether it did: inside a round (a post
+// from OnComplete) the round's cork holds them already.
+func (c *Conn) corkPost() bool {
+	if len(c.corkers) == 0 || c.inRound.Load() {
+		return false
+	}
+	for _, k := range c.corkers {
+		k.Cork()
+	}
+	return true
+}
+
+func (c *Conn) uncorkPost(corked bool) {
+	if corked {
+		for _, k := range c.corkers {
+			k.Uncork()
+		}
 	}
 }
 

@@ -56,6 +56,9 @@
 // socket does not take at once, large requests and streams go to the
 // QP's sender goroutine, which writes header and payload with one writev
 // per batch; posting never waits for the network, and allocates nothing.
+// Requests posted between Cork and Uncork (verbs.Corker) are one batch,
+// written at Uncork by its caller whenever the socket takes them at once,
+// streaming or not.
 // One goroutine at a time holds the socket's sending side, so frames
 // leave in PSN order whoever writes them. A signaled request completes
 // when the acknowledgement covering it arrives, so its data is in the

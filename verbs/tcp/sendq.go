@@ -106,8 +106,12 @@ func (q *QP) Cork() {
 }
 
 // Uncork implements verbs.Corker: what was posted since Cork goes to the
-// wire, written from this goroutine as PostSend would have written it, or
-// by the sender goroutine when requests are streaming.
+// wire, written from this goroutine when the socket takes it at once, else
+// by the sender goroutine. Unlike PostSend it writes inline even while
+// requests stream: the cork has already gathered them into one writev,
+// which is what leaving them to the sender would have bought, and a
+// hand-off to the sender waits for this goroutine to let go of its
+// processor where a rank has one.
 func (q *QP) Uncork() {
 	q.mu.Lock()
 	if !q.corked {
@@ -116,15 +120,10 @@ func (q *QP) Uncork() {
 	}
 	q.corked = false
 	pending := q.sq.sent != q.sq.tail && q.state == verbs.StateRTS
-	inline := q.sq.sent-q.sq.head <= inlineInFlight
 	l := q.link
 	q.mu.Unlock()
-	switch {
-	case !pending || l == nil:
-	case inline:
+	if pending && l != nil {
 		l.post()
-	default:
-		l.wake()
 	}
 }
 
