@@ -28,6 +28,12 @@ func TestRandomFaultsNeverCorruptDelivery(t *testing.T) { runSeeds(t, 0, broadMi
 // see a write after; one held must wait for its final.
 func TestRandomFaultsOnOneTripRanges(t *testing.T) { runSeeds(t, 1_000_000, oneTripMix) }
 
+// The same with small messages only: each a cell of its own, placed on
+// the first quick path with its tokens and records (see firstQuick), so a
+// fault on that path hits all of them at once, and the others are
+// unmeasured when it does.
+func TestRandomFaultsOnSmallMessages(t *testing.T) { runSeeds(t, 2_000_000, smallMix) }
+
 // runSeeds runs 1000 seeds from first (60 in short mode or under the race
 // detector), in parallel. Together they must take every way a path
 // leaves service and comes back: demoted and up again after draining
@@ -73,6 +79,7 @@ type faultMix struct {
 var (
 	broadMix   = faultMix{maxRange: 300 << 10, tokenDrop: 0.01, cellLate: 0.005, lateBy: 1500}
 	oneTripMix = faultMix{maxRange: 24 << 10, tokenDrop: 0.05, cellLate: 0.03, lateBy: 2000}
+	smallMix   = faultMix{maxRange: 8<<10 + 1, tokenDrop: 0.05, cellLate: 0.03, lateBy: 2000}
 )
 
 func runRandom(t *testing.T, seed uint64, mix faultMix) *fabric {
