@@ -1,6 +1,9 @@
 package verbs
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // Opcode is the operation of a send request or a completion.
 type Opcode uint8
@@ -38,12 +41,19 @@ const (
 	// Signaled asks for a completion when the request succeeds.
 	Signaled SendFlags = 1 << iota
 	// Relaxed says the requester does not wait for the completion of a
-	// Signaled request: it may come late, as long as it comes. An RNIC
-	// ignores it; a provider that pays for each acknowledgement on the
-	// wire (tcp) sends this one with its next frame or after a short
-	// delay instead of by itself at once.
+	// Signaled request: it may come up to RelaxedDelay late, as long as
+	// it comes. An RNIC ignores it; a provider that pays for each
+	// acknowledgement on the wire (tcp) sends this one with its next
+	// frame, or after a delay, instead of by itself at once.
 	Relaxed
 )
+
+// RelaxedDelay bounds how much later than otherwise a provider may
+// complete a Relaxed request, for want of traffic to carry its
+// acknowledgement. A requester that watches for such a completion (the
+// cell driver does, to find a path that swallows writes) waits at least
+// this long on top of the network's time.
+const RelaxedDelay = 10 * time.Millisecond
 
 // SGE is a scatter-gather element: Length bytes at virtual address Addr of
 // the region named by LKey.

@@ -231,8 +231,9 @@ func recordWRID(q int, n uint64) uint64 {
 
 // watchRecordsLocked gives up a path on which a grant or final has not
 // completed within cell.NoProgressFactor times the path's soft timeout
-// of the path's last sign of progress: the bound within which the engine
-// gives up a demoted path that shows none. A path that swallows writes without failing them (a
+// (and at least verbs.RelaxedDelay more than one) of the path's last sign
+// of progress: the bound within which the engine gives up a demoted path
+// that shows none. A path that swallows writes without failing them (a
 // route that went dark, before the transport's own retries run out)
 // would otherwise keep the peer waiting for a record no later cell forces
 // out: cells time out on their tokens, but a final may be the last thing
@@ -260,7 +261,9 @@ func (c *Conn) watchRecordsLocked(now int64) {
 			continue
 		}
 		soft := int64(c.eng.Path(p.idx).SoftTimeout)
-		bound := cell.NoProgressFactor * soft * p.recordSlack
+		// A grant's completion may come verbs.RelaxedDelay late on a
+		// path that works.
+		bound := max(cell.NoProgressFactor*soft, int64(verbs.RelaxedDelay)+soft) * p.recordSlack
 		if age := now - max(p.records.at(0), p.lastSeen); age > bound {
 			p.records.reset()
 			err := fmt.Errorf("%w: a grant or final written %v ago has not completed, T_soft %v, %d×%d for records here",

@@ -15,7 +15,7 @@ import (
 //
 //   - flagAckLazy (the last of a batch of unsignaled requests, and any
 //     request posted verbs.Relaxed): with the next frame written, or
-//     after ackDelay.
+//     after lazyDelay (at most a quarter of the QP's ack budget).
 //   - flagAckReq on a WRITE: the requester's completion waits for it, so
 //     before the receiver next makes a system call. A stream of signaled
 //     requests read in one readv is acknowledged once, and a lone one
@@ -41,7 +41,7 @@ import (
 type ackMode uint8
 
 const (
-	ackLazy   ackMode = iota // with the next frame, or after ackDelay
+	ackLazy   ackMode = iota // with the next frame, or after lazyDelay
 	ackHeld                  // for an answer, the consumer going idle, or ackDelay
 	ackUrgent                // before the receiver's next system call
 )
@@ -63,9 +63,14 @@ const (
 // that completion finds the hold in place when it parks again.
 func (l *link) queueAck(psn uint32, mode ackMode) (held bool) {
 	c := &l.ctl
+	delay := l.qp.d.ackDelay
+	if mode == ackLazy {
+		delay = min(l.qp.d.lazyDelay, l.qp.cfg.ackBudget()/4)
+	}
+	due := monoNow() + int64(delay)
 	c.mu.Lock()
-	if !c.ackPending {
-		c.since = monoNow()
+	if !c.ackPending || due < c.due {
+		c.due = due
 	}
 	c.ack, c.ackPending = psn, true
 	if mode == ackHeld {
@@ -86,16 +91,19 @@ func (l *link) queueAck(psn uint32, mode ackMode) (held bool) {
 		list = !c.listed
 		c.listed = true
 	}
-	arm := !c.ackUrgent && !c.lazyArmed
+	// A timer set for a lazy acknowledgement's deadline is brought
+	// forward for a held one's.
+	arm := !c.ackUrgent && (!c.lazyArmed || c.due < c.armedFor)
 	if arm {
-		c.lazyArmed = true
+		c.lazyArmed, c.armedFor = true, c.due
+		due = c.due
 	}
 	c.mu.Unlock()
 	if list {
 		l.qp.recvHolds.add(l)
 	}
 	if arm {
-		c.lazy.Reset(l.qp.d.ackDelay)
+		c.lazy.Reset(time.Duration(due - monoNow()))
 	}
 	return mode == ackHeld
 }
@@ -125,17 +133,17 @@ func (l *link) completeHeld(wc verbs.WC) {
 }
 
 // lazyDue runs when the timer of lazy and held acknowledgements fires:
-// one pending for ackDelay, which no frame took along, becomes urgent and
-// the sender writes it. The timer is not stopped when a frame takes an
-// acknowledgement, so one pending for less is given the rest of its time.
+// one that is due, which no frame took along, becomes urgent and the
+// sender writes it. The timer is not stopped when a frame takes an
+// acknowledgement, so one due later is given the rest of its time.
 func (l *link) lazyDue() {
 	c := &l.ctl
 	c.mu.Lock()
 	c.lazyArmed = false
 	due, again := false, time.Duration(0)
 	if c.ackPending && !c.ackUrgent {
-		if again = l.qp.d.ackDelay - time.Duration(monoNow()-c.since); again > 0 {
-			c.lazyArmed = true
+		if again = time.Duration(c.due - monoNow()); again > 0 {
+			c.lazyArmed, c.armedFor = true, c.due
 		} else {
 			c.ackUrgent, due = true, true
 		}

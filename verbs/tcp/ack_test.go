@@ -19,7 +19,7 @@ import (
 func (e *env) untimed() *PD {
 	e.t.Helper()
 	d, pd, _ := e.device(Options{})
-	d.ackDelay = time.Hour
+	d.ackDelay, d.lazyDelay = time.Hour, time.Hour
 	return pd
 }
 
@@ -204,6 +204,54 @@ func TestHeldAckWithoutConsumer(t *testing.T) {
 	wc := waitWCs(t, a.send, 1)
 	require.Equal(t, verbs.StatusSuccess, wc[0].Status, "a: %v, b: %v", a.Err(), b.Err())
 	require.Equal(t, ackCounts{alone: 1, missed: 1}, acks(b), "held, then released by the timer")
+}
+
+// TestLazyAckWaitsForTraffic posts a Relaxed WRITE to a responder whose
+// held acknowledgements are due at once and whose lazy ones never are:
+// the Relaxed one must wait for the next frame the responder writes and
+// ride on it, not go alone on the held ones' short timer. Then, with a
+// short lazyDelay and no traffic back, it must still come by itself.
+func TestLazyAckWaitsForTraffic(t *testing.T) {
+	e := newEnv(t)
+	_, pa, _ := e.device(Options{})
+	db, pb, _ := e.device(Options{})
+	db.ackDelay, db.lazyDelay = time.Microsecond, time.Hour
+	a, b := e.sharedQP(pa), e.sharedQP(pb)
+	connect(t, a, b)
+	srcA := e.region(pa, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	srcB := e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	relaxed := writeWR(1, verbs.OpWrite, srcA, 0, 8, srcB, 0)
+	relaxed.Flags |= verbs.Relaxed
+	_, err := a.PostSend(relaxed)
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond) // time for a wrong timer to fire
+	require.Zero(t, acks(b).alone, "a lazy acknowledgement went alone on the held ones' timer")
+	var wc [1]verbs.WC
+	require.Zero(t, a.send.Poll(wc[:]), "the Relaxed WRITE completed with nothing to carry its acknowledgement")
+
+	back := writeWR(2, verbs.OpWrite, srcB, 8, 8, srcA, 8)
+	back.Flags = 0
+	_, err = b.PostSend(back)
+	require.NoError(t, err)
+	got := waitWCs(t, a.send, 1)
+	require.Equal(t, verbs.StatusSuccess, got[0].Status)
+	require.Equal(t, uint64(1), got[0].ID)
+	require.Zero(t, acks(b).alone, "the acknowledgement rode on the frame back")
+
+	_, pc, _ := e.device(Options{})
+	dd, pd, _ := e.device(Options{})
+	dd.ackDelay, dd.lazyDelay = time.Hour, time.Millisecond
+	c, d := e.sharedQP(pc), e.sharedQP(pd)
+	connect(t, c, d)
+	srcC := e.region(pc, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	srcD := e.region(pd, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	relaxed = writeWR(3, verbs.OpWrite, srcC, 0, 8, srcD, 0)
+	relaxed.Flags |= verbs.Relaxed
+	_, err = c.PostSend(relaxed)
+	require.NoError(t, err)
+	got = waitWCs(t, c.send, 1)
+	require.Equal(t, verbs.StatusSuccess, got[0].Status)
+	require.Equal(t, uint64(1), acks(d).alone, "with no traffic back, the lazy acknowledgement went alone when due")
 }
 
 // pipeLink connects q, in RTR towards fakePeer, to the returned end of a

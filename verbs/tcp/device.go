@@ -65,9 +65,9 @@ type Device struct {
 	// lingering counts the connections that said goodbye and wait, in
 	// the background, for their peer to close (see link.leave).
 	lingering sync.WaitGroup
-	// ackDelay is the package's ackDelay; tests lengthen it before the
-	// device has QPs, to take the timer out of what they count.
-	ackDelay time.Duration
+	// ackDelay and lazyDelay are the package's; tests change them before
+	// the device has QPs, to take the timer out of what they count.
+	ackDelay, lazyDelay time.Duration
 	// writes and requestWrites count the batches its connections wrote
 	// (see Writes).
 	writes, requestWrites atomic.Uint64
@@ -130,18 +130,19 @@ func Open(opts Options) (*Device, error) {
 		addr = net.JoinHostPort(opts.Host, fmt.Sprint(la.Port))
 	}
 	d := &Device{
-		opts:     opts,
-		ackDelay: ackDelay,
-		secret:   append([]byte(nil), opts.Secret...),
-		ln:       ln,
-		addr:     addr,
-		log:      log.With("provider", "tcp", "addr", addr),
-		hsSem:    make(chan struct{}, maxHandshakes),
-		warn:     newWarnLimiter(log.With("provider", "tcp", "addr", addr), warnInterval),
-		qps:      make(map[uint32]*QP),
-		cqs:      make(map[*soft.CQ]*holds),
-		pds:      make(map[*PD]struct{}),
-		hs:       make(map[net.Conn]struct{}),
+		opts:      opts,
+		ackDelay:  ackDelay,
+		lazyDelay: lazyDelay,
+		secret:    append([]byte(nil), opts.Secret...),
+		ln:        ln,
+		addr:      addr,
+		log:       log.With("provider", "tcp", "addr", addr),
+		hsSem:     make(chan struct{}, maxHandshakes),
+		warn:      newWarnLimiter(log.With("provider", "tcp", "addr", addr), warnInterval),
+		qps:       make(map[uint32]*QP),
+		cqs:       make(map[*soft.CQ]*holds),
+		pds:       make(map[*PD]struct{}),
+		hs:        make(map[net.Conn]struct{}),
 		// QPNs start at a random point so that a peer holding an endpoint
 		// of an earlier device on the same address does not find a QP.
 		nextQPN: randUint32() | 1,

@@ -73,8 +73,11 @@
 // nothing, or at most about a millisecond; the responder scores per
 // connection whether answers come, and where they do not it does not
 // wait, so a lone request's completion waits for no one. The last of a
-// batch of unsignaled requests is acknowledged with the peer's next frame
-// or after that millisecond. A request answered by a request thus costs
+// batch of unsignaled requests, and a verbs.Relaxed request, are
+// acknowledged with the peer's next frame or after half of
+// verbs.RelaxedDelay (a quarter of the ack budget if that is less): long
+// enough that the next exchange with the peer takes the acknowledgement
+// along, even where ranks outnumber cores. A request answered by a request thus costs
 // one system call each way, as over a plain socket. If the peer shows no sign of life (no frame,
 // no progress writing) for Timeout × (RetryCount+1) while requests are
 // outstanding, or the connection breaks (EOF, reset, TCP_USER_TIMEOUT,

@@ -57,7 +57,7 @@ func (t frameType) isData() bool { return t >= frameWrite && t <= frameSend }
 // completion waits for it, and on the last frame of a batch when its send
 // queue is half full; flagAckLazy on the last frame of other batches, which
 // the responder acknowledges with the next frame it writes anyway, or after
-// ackDelay. How soon the responder answers flagAckReq is its own choice
+// lazyDelay. How soon the responder answers flagAckReq is its own choice
 // (see ack.go); a request-response exchange carries its acknowledgement
 // in the response's system call.
 const (

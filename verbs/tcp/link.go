@@ -70,12 +70,15 @@ type control struct {
 	rnrPending bool
 	nak        header
 	nakPending bool
-	// lazy makes a lazy or held acknowledgement urgent after ackDelay,
-	// unless a frame took it along before; lazyArmed says it is pending.
+	// lazy makes a lazy or held acknowledgement urgent when it is due,
+	// unless a frame took it along before; lazyArmed says it is pending,
+	// armedFor when it fires (monoNow).
 	lazy      *time.Timer
 	lazyArmed bool
-	// since is when the pending acknowledgement was queued (monoNow).
-	since int64
+	armedFor  int64
+	// due is when the pending acknowledgement must go (monoNow): the
+	// earliest deadline of the requests it covers.
+	due int64
 	// held says the pending acknowledgement waits for an answer, ready
 	// that the receive of its request has completed; candidate that it
 	// is for a request that may be answered (held or not); listed that

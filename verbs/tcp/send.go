@@ -21,11 +21,19 @@ const (
 	// large request is on its way and a slow but live peer is not taken
 	// for a dead one.
 	writeChunk = 4 << 20
-	// ackDelay bounds how long a lazy or held acknowledgement waits for
-	// a frame to ride with. The runtime's timers on an idle process fire
-	// a millisecond late at worst: the network poller sleeps in whole
-	// milliseconds.
+	// ackDelay bounds how long a held acknowledgement waits for an
+	// answer when the consumer neither answers nor parks. The runtime's
+	// timers on an idle process fire a millisecond late at worst: the
+	// network poller sleeps in whole milliseconds.
 	ackDelay = 200 * time.Microsecond
+	// lazyDelay bounds how long a lazy acknowledgement waits for a frame
+	// to ride with. Nobody waits for it but a Relaxed completion, which
+	// verbs.RelaxedDelay bounds, and the ack budget, so it is long enough
+	// for the next exchange with the peer to take it along even in a job
+	// whose ranks outnumber the cores (sixteen ranks on two cores call
+	// every few milliseconds); at ackDelay, most went alone there, a
+	// third of a rank's writes.
+	lazyDelay = verbs.RelaxedDelay / 2
 	// nakLinger bounds how long a responder that refused a request waits
 	// for its NAK to be read before it closes the connection.
 	nakLinger = 2 * time.Second
