@@ -87,6 +87,11 @@ type Conn struct {
 	// OnComplete was last called.
 	posts     uint64
 	completed bool
+	// answers scores whether a caller's post follows a round's report
+	// soon (see awaitAnswer); unawaited says the last report did not
+	// wait for one.
+	answers   int8
+	unawaited bool
 	counters  counters
 	// landed is set, without c.mu, when the provider reports a record
 	// landed in the rings (see onLanded); landings counts them. inWait

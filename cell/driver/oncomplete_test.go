@@ -77,3 +77,68 @@ func TestOnCompleteRoundWritesOnce(t *testing.T) {
 	// acknowledgement the reader flushes) may split a batch, rarely.
 	require.Less(t, writes, uint64(rounds*3/2), "batches with requests the receiver wrote")
 }
+
+// TestCallerAnswerRidesWithRecords runs a ping-pong between callers over
+// tcp on one processor, as cellrun gives each of two ranks on two cores.
+// The round that completes the ping's receive yields before it lets the
+// ping's token go, so the pong the woken caller sends at once (and the
+// grant of its next receive) leaves in the same write: about one batch
+// with requests per message at the ponger, where a round that writes its
+// records before the caller runs costs two.
+func TestCallerAnswerRidesWithRecords(t *testing.T) {
+	const rounds, size = 50, 64
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	before := runtime.NumGoroutine()
+	a, b := openEndWith(t, providers[1], "A", false), openEndWith(t, providers[1], "B", false)
+	srcA, dstA := a.region(size), a.region(size)
+	srcB, dstB := b.region(size), b.region(size)
+	cfg := testConfig()
+	cfg.Paths = 1
+	pr := dialPairEach(t, before, a, b, cfg, cfg)
+	ctx := bounded(t)
+
+	// The ponger posts its next receive before it answers, as comm keeps
+	// its slots posted.
+	r, err := pr.b.conn.Recv(dstB, 0, size)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			for i := range rounds {
+				if _, err := r.Wait(ctx); err != nil {
+					return err
+				}
+				if i+1 < rounds {
+					if r, err = pr.b.conn.Recv(dstB, 0, size); err != nil {
+						return err
+					}
+				}
+				s, err := pr.b.conn.Send(srcB, 0, size)
+				if err != nil {
+					return err
+				}
+				if _, err := s.Wait(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+	}()
+	dev := b.dev.(*tcp.Device)
+	start := dev.Writes()
+	for i := range rounds {
+		r, err := pr.a.conn.Recv(dstA, 0, size)
+		require.NoError(t, err)
+		s, err := pr.a.conn.Send(srcA, 0, size)
+		require.NoError(t, err)
+		_, err = s.Wait(ctx)
+		require.NoError(t, err, "ping %d", i)
+		n, err := r.Wait(ctx)
+		require.NoError(t, err, "pong %d", i)
+		require.Equal(t, size, n)
+	}
+	require.NoError(t, <-done)
+	writes := dev.Writes().WithRequests - start.WithRequests
+	t.Logf("%d round trips: the ponger wrote %d batches with requests", rounds, writes)
+	require.Less(t, writes, uint64(rounds*3/2), "batches with requests the ponger wrote")
+}

@@ -76,6 +76,7 @@ func (c *Conn) run() {
 		done := c.takeCompletedLocked()
 		c.mu.Unlock()
 		c.report(done)
+		c.awaitAnswer(done)
 		c.uncork()
 
 		if work {
@@ -243,7 +244,6 @@ func (c *Conn) wait(d time.Duration, park bool, posts uint64) {
 	c.inWait.Store(false)
 	c.waiter.disarm()
 	c.cork()
-	defer c.uncork()
 	c.mu.Lock()
 	c.waiting, c.parked = false, false
 	if n > 0 && c.err == nil {
@@ -256,6 +256,8 @@ func (c *Conn) wait(d time.Duration, park bool, posts uint64) {
 	done := c.takeCompletedLocked()
 	c.mu.Unlock()
 	c.report(done)
+	c.awaitAnswer(done)
+	c.uncork()
 }
 
 // cork holds the writes of a round of progress (tokens, grants, the
@@ -340,10 +342,57 @@ func (c *Conn) onLanded() {
 // what the range brings back, and a kick would only cost it a wake-up.
 func (c *Conn) postedLocked() {
 	c.posts++
+	if c.unawaited {
+		c.unawaited = false
+		c.answers = min(c.answers+1, answersMax)
+	}
 	if c.parked || c.spin || c.completed {
 		c.kickLocked()
 	}
 }
+
+// awaitAnswer lets the goroutines that the round's report woke run
+// before the round's cork lets its tokens and grants go, so that a caller
+// answering at once (the next message of a ping-pong or of a two-rank
+// collective) posts into the cork and its cells leave in the same write
+// as the records: one write each way per message instead of two. It only
+// yields the processor once, to goroutines runnable already; a woken
+// caller that computes before it posts delays the records until it
+// blocks or is preempted, so where answers do not come (the next message
+// goes to another peer, as in recursive doubling beyond two ranks) the
+// yield stops: a round whose yield saw no post lowers the score by two,
+// one that did raises it by one, and so does the first post after a
+// report that did not yield (see postedLocked), so that a connection
+// whose answers come again yields again.
+func (c *Conn) awaitAnswer(done bool) {
+	if !done || len(c.corkers) == 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.answers < 0 {
+		c.unawaited = true
+		c.mu.Unlock()
+		return
+	}
+	posts := c.posts
+	c.mu.Unlock()
+	runtime.Gosched()
+	c.mu.Lock()
+	if c.posts != posts {
+		c.answers = min(c.answers+1, answersMax)
+	} else {
+		c.answers = max(c.answers-answersMiss, answersMin)
+	}
+	c.mu.Unlock()
+}
+
+// Scores of Conn.answers (see awaitAnswer): a round yields for an answer
+// while the score is at least zero.
+const (
+	answersMax  = 3
+	answersMin  = -4
+	answersMiss = 2
+)
 
 // kickLocked makes the progress goroutine look again at once.
 func (c *Conn) kickLocked() {
