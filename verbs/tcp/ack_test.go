@@ -213,17 +213,7 @@ func TestHeldAckWithoutConsumer(t *testing.T) {
 // short lazyDelay and no traffic back, it must still come by itself.
 func TestLazyAckWaitsForTraffic(t *testing.T) {
 	e := newEnv(t)
-	_, pa, _ := e.device(Options{})
-	db, pb, _ := e.device(Options{})
-	db.ackDelay, db.lazyDelay = time.Microsecond, time.Hour
-	a, b := e.sharedQP(pa), e.sharedQP(pb)
-	connect(t, a, b)
-	srcA := e.region(pa, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	srcB := e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	relaxed := writeWR(1, verbs.OpWrite, srcA, 0, 8, srcB, 0)
-	relaxed.Flags |= verbs.Relaxed
-	_, err := a.PostSend(relaxed)
-	require.NoError(t, err)
+	a, b, srcA, srcB := e.relaxedWrite(time.Microsecond, time.Hour)
 	time.Sleep(20 * time.Millisecond) // time for a wrong timer to fire
 	require.Zero(t, acks(b).alone, "a lazy acknowledgement went alone on the held ones' timer")
 	var wc [1]verbs.WC
@@ -231,27 +221,36 @@ func TestLazyAckWaitsForTraffic(t *testing.T) {
 
 	back := writeWR(2, verbs.OpWrite, srcB, 8, 8, srcA, 8)
 	back.Flags = 0
-	_, err = b.PostSend(back)
+	_, err := b.PostSend(back)
 	require.NoError(t, err)
 	got := waitWCs(t, a.send, 1)
 	require.Equal(t, verbs.StatusSuccess, got[0].Status)
 	require.Equal(t, uint64(1), got[0].ID)
 	require.Zero(t, acks(b).alone, "the acknowledgement rode on the frame back")
 
-	_, pc, _ := e.device(Options{})
-	dd, pd, _ := e.device(Options{})
-	dd.ackDelay, dd.lazyDelay = time.Hour, time.Millisecond
-	c, d := e.sharedQP(pc), e.sharedQP(pd)
-	connect(t, c, d)
-	srcC := e.region(pc, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	srcD := e.region(pd, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	relaxed = writeWR(3, verbs.OpWrite, srcC, 0, 8, srcD, 0)
-	relaxed.Flags |= verbs.Relaxed
-	_, err = c.PostSend(relaxed)
-	require.NoError(t, err)
+	c, d, _, _ := e.relaxedWrite(time.Hour, time.Millisecond)
 	got = waitWCs(t, c.send, 1)
 	require.Equal(t, verbs.StatusSuccess, got[0].Status)
 	require.Equal(t, uint64(1), acks(d).alone, "with no traffic back, the lazy acknowledgement went alone when due")
+}
+
+// relaxedWrite connects a requester to a responder whose held and lazy
+// acknowledgements are due after the delays given, and posts one Relaxed
+// WRITE (ID 1) of 8 bytes between their regions.
+func (e *env) relaxedWrite(held, lazy time.Duration) (a, b *tqp, srcA, srcB verbs.MR) {
+	e.t.Helper()
+	_, pa, _ := e.device(Options{})
+	db, pb, _ := e.device(Options{})
+	db.ackDelay, db.lazyDelay = held, lazy
+	a, b = e.sharedQP(pa), e.sharedQP(pb)
+	connect(e.t, a, b)
+	srcA = e.region(pa, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	srcB = e.region(pb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	wr := writeWR(1, verbs.OpWrite, srcA, 0, 8, srcB, 0)
+	wr.Flags |= verbs.Relaxed
+	_, err := a.PostSend(wr)
+	require.NoError(e.t, err)
+	return a, b, srcA, srcB
 }
 
 // pipeLink connects q, in RTR towards fakePeer, to the returned end of a
