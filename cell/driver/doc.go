@@ -56,7 +56,11 @@
 // paths are corked for the round: its tokens and records, and what
 // OnComplete posts in reply, leave in one write per path. A caller's post
 // corks them too, so its range's cells and records leave together, from
-// the caller's goroutine, as the post returns.
+// the caller's goroutine, as the post returns. Before a round that
+// completed Ops lets its records go it yields the processor once, so that
+// a caller it woke and that answers this peer at once posts into the
+// round's cork: a ping-pong costs one write per message each way. A score
+// stops the yield where answers go to other peers.
 //
 // # Rings
 //
