@@ -58,9 +58,10 @@
 // corks them too, so its range's cells and records leave together, from
 // the caller's goroutine, as the post returns. Before a round that
 // completed Ops lets its records go it yields the processor once, so that
-// a caller it woke and that answers this peer at once posts into the
-// round's cork: a ping-pong costs one write per message each way. A score
-// stops the yield where answers go to other peers.
+// a caller it woke and that answers this peer at once writes them along
+// with its own cells as its post returns: a ping-pong costs one write per
+// message each way. A score stops the yield where answers go to other
+// peers.
 //
 // # Rings
 //

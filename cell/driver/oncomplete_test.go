@@ -78,13 +78,14 @@ func TestOnCompleteRoundWritesOnce(t *testing.T) {
 	require.Less(t, writes, uint64(rounds*3/2), "batches with requests the receiver wrote")
 }
 
-// TestCallerAnswerRidesWithRecords runs a ping-pong between callers over
-// tcp on one processor, as cellrun gives each of two ranks on two cores.
-// The round that completes the ping's receive yields before it lets the
-// ping's token go, so the pong the woken caller sends at once (and the
-// grant of its next receive) leaves in the same write: about one batch
-// with requests per message at the ponger, where a round that writes its
-// records before the caller runs costs two.
+// TestCallerAnswerRidesWithRecords runs a ping-pong over tcp on one
+// processor, as cellrun gives each of two ranks on two cores, with the
+// ponger's receives posted from OnComplete as comm posts its slots. The
+// round that completes a ping's receive yields before it lets the ping's
+// token and the next receive's grant go, so the pong the woken caller
+// sends at once leaves in the same write: about one batch with requests
+// per message at the ponger, where a round that writes its records before
+// the caller runs costs two.
 func TestCallerAnswerRidesWithRecords(t *testing.T) {
 	const rounds, size = 50, 64
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
@@ -92,26 +93,51 @@ func TestCallerAnswerRidesWithRecords(t *testing.T) {
 	a, b := openEndWith(t, providers[1], "A", false), openEndWith(t, providers[1], "B", false)
 	srcA, dstA := a.region(size), a.region(size)
 	srcB, dstB := b.region(size), b.region(size)
-	cfg := testConfig()
-	cfg.Paths = 1
-	pr := dialPairEach(t, before, a, b, cfg, cfg)
+
+	var recv atomic.Pointer[Op]
+	var posted atomic.Int32
+	got := make(chan *Op, rounds)
+	var conn atomic.Pointer[Conn]
+	cfgB := testConfig()
+	cfgB.Paths = 1
+	cfgB.OnComplete = func() {
+		o := recv.Load()
+		if o == nil {
+			return
+		}
+		if done, _, _ := o.Test(); !done || !recv.CompareAndSwap(o, nil) {
+			return
+		}
+		if posted.Add(1) < rounds {
+			next, err := conn.Load().Recv(dstB, 0, size)
+			if err != nil {
+				t.Errorf("post the next receive: %v", err)
+				return
+			}
+			recv.Store(next)
+		}
+		got <- o
+	}
+	cfgA := testConfig()
+	cfgA.Paths = 1
+	pr := dialPairEach(t, before, a, b, cfgA, cfgB)
+	conn.Store(pr.b.conn)
+	first, err := pr.b.conn.Recv(dstB, 0, size)
+	require.NoError(t, err)
+	recv.Store(first)
 	ctx := bounded(t)
 
-	// The ponger posts its next receive before it answers, as comm keeps
-	// its slots posted.
-	r, err := pr.b.conn.Recv(dstB, 0, size)
-	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() {
 		done <- func() error {
-			for i := range rounds {
-				if _, err := r.Wait(ctx); err != nil {
-					return err
-				}
-				if i+1 < rounds {
-					if r, err = pr.b.conn.Recv(dstB, 0, size); err != nil {
+			for range rounds {
+				select {
+				case r := <-got:
+					if _, err := r.Wait(ctx); err != nil {
 						return err
 					}
+				case <-ctx.Done():
+					return ctx.Err()
 				}
 				s, err := pr.b.conn.Send(srcB, 0, size)
 				if err != nil {

@@ -354,8 +354,8 @@ func (c *Conn) postedLocked() {
 // awaitAnswer lets the goroutines that the round's report woke run
 // before the round's cork lets its tokens and grants go, so that a caller
 // answering at once (the next message of a ping-pong or of a two-rank
-// collective) posts into the cork and its cells leave in the same write
-// as the records: one write each way per message instead of two. It only
+// collective) finds the round's records corked and its cells leave in the
+// same write as them: one write each way per message instead of two. It only
 // yields the processor once, to goroutines runnable already; a woken
 // caller that computes before it posts delays the records until it
 // blocks or is preempted, so where answers do not come (the next message
@@ -376,6 +376,12 @@ func (c *Conn) awaitAnswer(done bool) {
 	}
 	posts := c.posts
 	c.mu.Unlock()
+	// The paths stay corked, but a post from now on uncorks them as a
+	// caller's post outside a round does: the answer and the round's
+	// records leave from the caller's goroutine before its post returns,
+	// so that an operation that returned has handed its messages to the
+	// provider, whatever the process does next (exit, or die).
+	c.inRound.Store(false)
 	runtime.Gosched()
 	c.mu.Lock()
 	if c.posts != posts {
