@@ -59,11 +59,14 @@ func TestCollectiveSurvivesPathFailure(t *testing.T) {
 		require.NoError(t, l.Down(ctx))
 	})
 
+	const iters = 32
 	s := &Setup{Lab: l, Cellrun: cellrun, Program: program, Paths: 4,
 		Log: func(host int, line string) { t.Logf("host %d: %s", host, line) }}
 	res := s.Run(ctx, Trial{
 		Scenario: "test", Policy: "adaptive", Op: "allreduce",
-		Bytes: 32 << 20, Iters: 8, Warmup: 1,
+		// Enough iterations to outlast the fault's offset on a fast
+		// machine: eight took 0.4 s, and the link went down at 0.45 s.
+		Bytes: 32 << 20, Iters: iters, Warmup: 1,
 		Fault: Fault{Kind: LinkDown, Busiest: true, Link: netlab.SpineLink{Leaf: 1},
 			After: 300 * time.Millisecond, For: 2 * time.Second},
 		Timeout: 2 * time.Minute,
@@ -71,9 +74,9 @@ func TestCollectiveSurvivesPathFailure(t *testing.T) {
 	require.NoError(t, res.Err)
 	assert.True(t, res.Completed(), "the job completed")
 	assert.True(t, res.Correct(), "%d wrong elements", res.Wrong)
-	require.Len(t, res.Iterations, 8)
+	require.Len(t, res.Iterations, iters)
 	require.False(t, res.FaultAt.IsZero(), "the link went down")
-	assert.True(t, res.FaultAt.After(res.Iterations[0].Start) && res.FaultAt.Before(res.Iterations[7].End),
+	assert.True(t, res.FaultAt.After(res.Iterations[0].Start) && res.FaultAt.Before(res.Iterations[iters-1].End),
 		"the link went down while the collectives ran")
 	t.Logf("%v went down at +%v; median iteration %v, the slowest during the outage %v longer; paths: %d demotions, %d promotions, %d give-ups, %d resets",
 		res.FaultLink, res.FaultAt.Sub(res.Iterations[0].Start), res.MedianIteration(), res.Stall(),
