@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rdmacell/rdmacell/verbs"
 	"github.com/rdmacell/rdmacell/verbs/tcp"
 )
 
@@ -18,41 +19,8 @@ import (
 // receiver, where writing each record as it is posted costs two.
 func TestOnCompleteRoundWritesOnce(t *testing.T) {
 	const rounds, size = 50, 64
-	before := runtime.NumGoroutine()
-	a, b := openEndWith(t, providers[1], "A", false), openEndWith(t, providers[1], "B", false)
-	src, dst := a.region(size), b.region(size)
-
-	var recv atomic.Pointer[Op]
-	var posted atomic.Int32
-	got := make(chan *Op, rounds)
-	var conn atomic.Pointer[Conn]
-	cfgB := testConfig()
-	cfgB.Paths = 1
-	cfgB.OnComplete = func() {
-		o := recv.Load()
-		if o == nil {
-			return
-		}
-		if done, _, _ := o.Test(); !done || !recv.CompareAndSwap(o, nil) {
-			return
-		}
-		got <- o
-		if posted.Add(1) < rounds {
-			next, err := conn.Load().Recv(dst, 0, size)
-			if err != nil {
-				t.Errorf("post the next receive: %v", err)
-				return
-			}
-			recv.Store(next)
-		}
-	}
-	cfgA := testConfig()
-	cfgA.Paths = 1
-	pr := dialPairEach(t, before, a, b, cfgA, cfgB)
-	conn.Store(pr.b.conn)
-	first, err := pr.b.conn.Recv(dst, 0, size)
-	require.NoError(t, err)
-	recv.Store(first)
+	a, b, pr, rp := repostingPair(t, rounds, size)
+	src := a.region(size)
 
 	dev := b.dev.(*tcp.Device)
 	ctx := bounded(t)
@@ -63,7 +31,7 @@ func TestOnCompleteRoundWritesOnce(t *testing.T) {
 		_, err = o.Wait(ctx)
 		require.NoError(t, err, "send %d", i)
 		select {
-		case r := <-got:
+		case r := <-rp.got:
 			n, err := r.Wait(ctx)
 			require.NoError(t, err)
 			require.Equal(t, size, n)
@@ -89,42 +57,9 @@ func TestOnCompleteRoundWritesOnce(t *testing.T) {
 func TestCallerAnswerRidesWithRecords(t *testing.T) {
 	const rounds, size = 50, 64
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	before := runtime.NumGoroutine()
-	a, b := openEndWith(t, providers[1], "A", false), openEndWith(t, providers[1], "B", false)
+	a, b, pr, rp := repostingPair(t, rounds, size)
 	srcA, dstA := a.region(size), a.region(size)
-	srcB, dstB := b.region(size), b.region(size)
-
-	var recv atomic.Pointer[Op]
-	var posted atomic.Int32
-	got := make(chan *Op, rounds)
-	var conn atomic.Pointer[Conn]
-	cfgB := testConfig()
-	cfgB.Paths = 1
-	cfgB.OnComplete = func() {
-		o := recv.Load()
-		if o == nil {
-			return
-		}
-		if done, _, _ := o.Test(); !done || !recv.CompareAndSwap(o, nil) {
-			return
-		}
-		if posted.Add(1) < rounds {
-			next, err := conn.Load().Recv(dstB, 0, size)
-			if err != nil {
-				t.Errorf("post the next receive: %v", err)
-				return
-			}
-			recv.Store(next)
-		}
-		got <- o
-	}
-	cfgA := testConfig()
-	cfgA.Paths = 1
-	pr := dialPairEach(t, before, a, b, cfgA, cfgB)
-	conn.Store(pr.b.conn)
-	first, err := pr.b.conn.Recv(dstB, 0, size)
-	require.NoError(t, err)
-	recv.Store(first)
+	srcB := b.region(size)
 	ctx := bounded(t)
 
 	done := make(chan error, 1)
@@ -132,7 +67,7 @@ func TestCallerAnswerRidesWithRecords(t *testing.T) {
 		done <- func() error {
 			for range rounds {
 				select {
-				case r := <-got:
+				case r := <-rp.got:
 					if _, err := r.Wait(ctx); err != nil {
 						return err
 					}
@@ -167,4 +102,65 @@ func TestCallerAnswerRidesWithRecords(t *testing.T) {
 	writes := dev.Writes().WithRequests - start.WithRequests
 	t.Logf("%d round trips: the ponger wrote %d batches with requests", rounds, writes)
 	require.Less(t, writes, uint64(rounds*3/2), "batches with requests the ponger wrote")
+}
+
+// reposter posts a connection's receives the way comm posts its slots:
+// from OnComplete, the next as soon as one completes, each completed one
+// handed to got.
+type reposter struct {
+	recv   atomic.Pointer[Op]
+	posted atomic.Int32
+	conn   atomic.Pointer[Conn]
+	got    chan *Op
+	dst    verbs.MR
+	size   int
+}
+
+// repostingPair connects A and B over tcp with one path each, B keeping
+// rounds receives of size bytes posted through a reposter, the first
+// posted already.
+func repostingPair(t *testing.T, rounds, size int) (a, b *end, pr *pair, rp *reposter) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	a, b = openEndWith(t, providers[1], "A", false), openEndWith(t, providers[1], "B", false)
+	cfgA, cfgB := testConfig(), testConfig()
+	cfgA.Paths, cfgB.Paths = 1, 1
+	rp = repostReceives(t, &cfgB, rounds, b.region(size), size)
+	pr = dialPairEach(t, before, a, b, cfgA, cfgB)
+	rp.start(t, pr.b.conn)
+	return a, b, pr, rp
+}
+
+// repostReceives sets cfg.OnComplete to keep rounds receives of size
+// bytes into dst posted, one at a time; start posts the first.
+func repostReceives(t *testing.T, cfg *Config, rounds int, dst verbs.MR, size int) *reposter {
+	r := &reposter{got: make(chan *Op, rounds), dst: dst, size: size}
+	cfg.OnComplete = func() {
+		o := r.recv.Load()
+		if o == nil {
+			return
+		}
+		if done, _, _ := o.Test(); !done || !r.recv.CompareAndSwap(o, nil) {
+			return
+		}
+		if r.posted.Add(1) < int32(rounds) {
+			next, err := r.conn.Load().Recv(dst, 0, size)
+			if err != nil {
+				t.Errorf("post the next receive: %v", err)
+				return
+			}
+			r.recv.Store(next)
+		}
+		r.got <- o
+	}
+	return r
+}
+
+// start posts the first receive on c, the connection cfg was dialed with.
+func (r *reposter) start(t *testing.T, c *Conn) {
+	t.Helper()
+	r.conn.Store(c)
+	first, err := c.Recv(r.dst, 0, r.size)
+	require.NoError(t, err)
+	r.recv.Store(first)
 }
