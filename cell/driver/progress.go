@@ -358,7 +358,7 @@ func (c *Conn) postedLocked() {
 // same write as them: one write each way per message instead of two. It only
 // yields the processor once, to goroutines runnable already; a woken
 // caller that computes before it posts delays the records until it
-// blocks or is preempted, so where answers do not come (the next message
+// posts, blocks or is preempted, so where answers do not come (the next message
 // goes to another peer, as in recursive doubling beyond two ranks) the
 // yield stops: a round whose yield saw no post lowers the score by two,
 // one that did raises it by one, and so does the first post after a
